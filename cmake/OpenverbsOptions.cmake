@@ -1,0 +1,43 @@
+# Build options shared by every target of the project.
+
+option(OPENVERBS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(OPENVERBS_BUILD_BENCH "Build the benchmarks in bench/" ON)
+option(OPENVERBS_WERROR "Treat warnings as errors" OFF)
+
+set(OPENVERBS_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+if(OPENVERBS_WERROR)
+  list(APPEND OPENVERBS_WARNINGS -Werror)
+endif()
+add_compile_options(${OPENVERBS_WARNINGS})
+
+if(OPENVERBS_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Shared objects of the project: hidden by default, bound at load time
+# (BIND_NOW), no undefined symbols.
+function(openverbs_shared_library_flags target)
+  set_target_properties(${target} PROPERTIES
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_link_options(${target} PRIVATE -Wl,-z,now -Wl,-z,relro)
+  if(NOT OPENVERBS_SANITIZE)
+    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
+endfunction()
+
+# Generates a linker version script from a symbol table in the format of
+# Debian's symbol lists ("A NODE", "T name@@NODE", "T name@NODE", "B name@@NODE").
+# Non-default entries (single '@') are bound in the sources with .symver; the
+# script only has to declare their node.
+function(openverbs_version_script table out)
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DTABLE=${table} -DOUT=${out}
+            -P ${CMAKE_SOURCE_DIR}/cmake/GenVersionScript.cmake
+    DEPENDS ${table} ${CMAKE_SOURCE_DIR}/cmake/GenVersionScript.cmake
+    COMMENT "Generating ${out}")
+endfunction()

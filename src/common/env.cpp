@@ -1,0 +1,40 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+namespace ov {
+
+bool process_is_privileged() noexcept
+{
+	if (getauxval(AT_SECURE))
+		return true;
+	return getuid() != geteuid() || getgid() != getegid();
+}
+
+const char *secure_env(const char *name) noexcept
+{
+	if (process_is_privileged())
+		return nullptr;
+	return getenv(name);
+}
+
+bool parse_uint(const char *text, unsigned long max, unsigned long *out) noexcept
+{
+	if (!text || !*text)
+		return false;
+	for (const char *p = text; *p; ++p)
+		if (*p < '0' || *p > '9')
+			return false;
+	errno = 0;
+	char *end = nullptr;
+	unsigned long v = strtoul(text, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+} // namespace ov
