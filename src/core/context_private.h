@@ -1,0 +1,35 @@
+// Private per-context state of the core: what `verbs_context::priv` points to.
+//
+// Not visible to providers or applications (its layout is ours to choose);
+// every layer of the library reaches the authoritative op table through
+// get_ops(). Owned by the core; the kernel transport reads driver_id,
+// use_ioctl_write and the unsupported_ioctls bitmap.
+#pragma once
+
+#include <infiniband/driver.h>
+
+#include <cstddef>
+#include <cstdint>
+
+// Number of op slots in struct verbs_context_ops (76 in rdma-core 44).
+inline constexpr std::size_t kVerbsOpsCount = sizeof(struct verbs_context_ops) / sizeof(void *);
+
+struct verbs_ex_private {
+	// One bit per verbs_context_ops slot (bit = offsetof(op) / sizeof(void*)):
+	// set once the kernel answered EPROTONOSUPPORT for that op's ioctl
+	// method, or all bits after ENOTTY (no ioctl framework at all).
+	uint64_t unsupported_ioctls[(kVerbsOpsCount + 63) / 64];
+	uint32_t driver_id;        // enum rdma_driver_id given by the provider
+	bool use_ioctl_write;      // tunnel write() commands through INVOKE_WRITE
+	bool imported;             // context made by ibv_import_device
+	struct verbs_context_ops ops; // authoritative op table (verbs_set_ops)
+};
+
+// The authoritative op table of a context made by this library.
+static inline const struct verbs_context_ops *get_ops(struct ibv_context *ctx)
+{
+	return &verbs_get_ctx(ctx)->priv->ops;
+}
+
+// Bit index of an op in the unsupported_ioctls bitmap.
+#define OV_CMD_BIT(op) (offsetof(struct verbs_context_ops, op) / sizeof(void *))
