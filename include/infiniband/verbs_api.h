@@ -11,20 +11,20 @@
 #ifndef VERBS_API_H
 #define VERBS_API_H
 
-#include <stdint.h>
 #include <linux/types.h>
 
 /*
  * Pointer members of uapi structs: user space sees the real pointer type,
  * overlaid on the 64-bit slot the kernel reads (<name>_data_u64).
+ *
+ * Like rdma-core 44, this header does not include <stdint.h> itself.  When
+ * it is included on its own (UINTPTR_MAX not yet defined), the preprocessor
+ * compares two undefined names and takes the 32-bit branch; structs using
+ * RDMA_UAPI_PTR then get the padded 32-bit layout.  <infiniband/verbs.h>
+ * includes <stdint.h> first and gets the native 64-bit layout.  Both
+ * outcomes are kept identical to rdma-core 44 on purpose.
  */
-#if UINTPTR_MAX == UINT64_MAX
-#define RDMA_UAPI_PTR(_type, _name)                                          \
-	union {                                                                \
-		_type _name;                                                   \
-		__u64 _name##_data_u64;                                        \
-	}
-#elif UINTPTR_MAX == UINT32_MAX
+#if UINTPTR_MAX == UINT32_MAX
 #include <endian.h>
 #if __BYTE_ORDER == __LITTLE_ENDIAN
 #define RDMA_UAPI_PTR(_type, _name)                                          \
@@ -45,6 +45,12 @@
 		__aligned_u64 _name##_data_u64;                                \
 	}
 #endif
+#elif UINTPTR_MAX == UINT64_MAX
+#define RDMA_UAPI_PTR(_type, _name)                                          \
+	union {                                                                \
+		_type _name;                                                   \
+		__aligned_u64 _name##_data_u64;                                \
+	}
 #else
 #error "openverbs: unsupported pointer size"
 #endif
