@@ -69,7 +69,7 @@ class UmadFixture : public ::testing::Test {
 protected:
 	void SetUp() override
 	{
-		if (fixtures().empty())
+		if (fixtures().empty()) {
 			GTEST_FAIL() << "UMAD_FIXTURES is not set (run through ctest)";
 		}
 	}
