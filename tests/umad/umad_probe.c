@@ -6,6 +6,7 @@
  *   umad_probe sysfs     device discovery, umad_get_ca/port, portguids, issm
  *   umad_probe str       every *_str helper over its input domain
  *   umad_probe mad       umad_set_*, umad_get_*, umad_dump on a local buffer
+ *   umad_probe port CA PORT   one umad_get_port() ("-" for a NULL CA name)
  *
  * Output goes to stdout; umad_dump writes to stderr (with the pid, which the
  * comparison masks).
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void print_port(const char *tag, const umad_port_t *p)
@@ -225,6 +227,11 @@ int main(int argc, char **argv)
 		return do_str();
 	if (!strcmp(mode, "mad"))
 		return do_mad();
-	fprintf(stderr, "usage: umad_probe sysfs|str|mad\n");
+	if (!strcmp(mode, "port") && argc == 4) {
+		const char *ca = strcmp(argv[2], "-") ? argv[2] : NULL;
+		probe_port(ca, atoi(argv[3]));
+		return 0;
+	}
+	fprintf(stderr, "usage: umad_probe sysfs|str|mad|port CA PORT\n");
 	return 2;
 }
