@@ -1,0 +1,321 @@
+#include "core/device_list.h"
+
+#include "common/log.h"
+#include "core/config.h"
+#include "core/discovery.h"
+#include "core/providers.h"
+#include "core/settings.h"
+
+#include <infiniband/openverbs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace ov::core {
+namespace {
+
+// uverbs ABI range the library speaks (rdma-core's IB_USER_VERBS_MIN/MAX).
+constexpr unsigned kMinUverbsAbi = 3;
+constexpr unsigned kMaxUverbsAbi = 6;
+
+struct DeviceList {
+	std::mutex lock;
+	bool configured = false;
+	Config config;
+	ProviderLoader loader;
+	std::vector<verbs_device *> devices; // each holds one reference
+	std::vector<std::string> notes;
+	bool uverbs_abi_ok = false;
+};
+
+DeviceList &list()
+{
+	static auto *l = new DeviceList(); // outlives every static destructor
+	return *l;
+}
+
+void note(DeviceList &l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void note(DeviceList &l, int level, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	log(level, "libibverbs: %s\n", buf);
+	try {
+		l.notes.emplace_back(buf);
+	} catch (...) {
+	}
+}
+
+ibv_transport_type transport_for(ibv_node_type t)
+{
+	switch (t) {
+	case IBV_NODE_CA:
+	case IBV_NODE_SWITCH:
+	case IBV_NODE_ROUTER: return IBV_TRANSPORT_IB;
+	case IBV_NODE_RNIC: return IBV_TRANSPORT_IWARP;
+	case IBV_NODE_USNIC: return IBV_TRANSPORT_USNIC;
+	case IBV_NODE_USNIC_UDP: return IBV_TRANSPORT_USNIC_UDP;
+	case IBV_NODE_UNSPECIFIED: return IBV_TRANSPORT_UNSPECIFIED;
+	default: return IBV_TRANSPORT_UNKNOWN;
+	}
+}
+
+// Whether the cached device is the same kernel object as the fresh entry.
+bool same_device(const verbs_sysfs_dev *a, const verbs_sysfs_dev *b)
+{
+	if ((a->flags & VSYSFS_SOFT) || (b->flags & VSYSFS_SOFT))
+		return (a->flags & VSYSFS_SOFT) && (b->flags & VSYSFS_SOFT) &&
+		       strcmp(a->ibdev_name, b->ibdev_name) == 0;
+	if (strcmp(a->sysfs_name, b->sysfs_name) != 0 || a->sysfs_cdev != b->sysfs_cdev)
+		return false;
+	if (a->ibdev_idx != -1 || b->ibdev_idx != -1) // netlink: the index is unique
+		return a->ibdev_idx == b->ibdev_idx && strcmp(a->ibdev_name, b->ibdev_name) == 0;
+	return a->time_created.tv_sec == b->time_created.tv_sec &&
+	       a->time_created.tv_nsec == b->time_created.tv_nsec;
+}
+
+// alloc_device + the core's fields (facts 1.4). Takes `dev` on success.
+verbs_device *try_provider(DeviceList &l, const verbs_device_ops *ops, SysfsDevPtr &dev)
+{
+	std::string why;
+	if (!provider_accepts(ops, dev.get(), &why)) {
+		log(LOG_DEBUG, "libibverbs: %s: %s\n", dev->ibdev_name, why.c_str());
+		return nullptr;
+	}
+	verbs_device *vdev = ops->alloc_device(dev.get());
+	if (!vdev) {
+		note(l, LOG_ERR, "provider %s could not allocate a device for %s", ops->name,
+		     dev->ibdev_name);
+		warn_stderr("Fatal: couldn't allocate device for %s\n", dev->ibdev_name);
+		return nullptr;
+	}
+	ibv_device *ib = &vdev->device;
+	vdev->ops = ops;
+	vdev->refcount = 1;
+	ib->node_type = dev->node_type;
+	ib->transport_type = transport_for(dev->node_type);
+	snprintf(ib->dev_name, sizeof(ib->dev_name), "%s", dev->sysfs_name);
+	snprintf(ib->dev_path, sizeof(ib->dev_path), "%s/class/infiniband_verbs/%s",
+		 settings().sysfs_root.c_str(), dev->sysfs_name);
+	snprintf(ib->name, sizeof(ib->name), "%s", dev->ibdev_name);
+	snprintf(ib->ibdev_path, sizeof(ib->ibdev_path), "%s", dev->ibdev_path);
+	vdev->sysfs = dev.release();
+	log(LOG_INFO, "libibverbs: %s bound to provider %s\n", ib->name, ops->name);
+	return vdev;
+}
+
+// Matching order of facts 1.4: providers listing the device's driver id
+// first, then every provider in registration order.
+verbs_device *try_all(DeviceList &l, SysfsDevPtr &dev)
+{
+	auto providers = registered_providers();
+	if (dev->driver_id != 0)
+		for (const verbs_device_ops *ops : providers)
+			if (table_has_driver_id(ops, dev->driver_id))
+				if (verbs_device *v = try_provider(l, ops, dev))
+					return v;
+	for (const verbs_device_ops *ops : providers)
+		if (verbs_device *v = try_provider(l, ops, dev))
+			return v;
+	return nullptr;
+}
+
+void configure(DeviceList &l)
+{
+	if (l.configured)
+		return;
+	l.configured = true;
+	const Settings &s = settings();
+	read_config_dirs(s.config_dirs, l.config);
+	std::vector<std::string> names = l.config.drivers;
+	for (const auto &n : s.env_drivers)
+		names.push_back(n);
+	l.loader.set_configured(std::move(names));
+}
+
+unsigned soft_device_count(const DeviceList &l)
+{
+	const Settings &s = settings();
+	if (s.soft_devices >= 0)
+		return static_cast<unsigned>(s.soft_devices);
+	if (l.config.soft_devices >= 0)
+		return static_cast<unsigned>(l.config.soft_devices);
+	return 0;
+}
+
+int scan(DeviceList &l, SysfsDevList &found)
+{
+	const Settings &s = settings();
+	int rc = s.use_netlink ? discover_netlink(found) : -EOPNOTSUPP;
+	if (rc == -ENOMEM)
+		return ENOMEM;
+	if (rc < 0) {
+		log(LOG_DEBUG, "libibverbs: netlink discovery unavailable (%s), scanning sysfs\n",
+		    strerror(-rc));
+		rc = discover_sysfs(s.sysfs_root, found);
+		if (rc == -ENOMEM)
+			return ENOMEM;
+		if (rc < 0)
+			log(LOG_DEBUG, "libibverbs: no %s/class/infiniband_verbs: no RDMA devices\n",
+			    s.sysfs_root.c_str());
+		if (!found.empty() && !l.uverbs_abi_ok) {
+			unsigned abi = 0;
+			if (read_uverbs_abi(s.sysfs_root, &abi) < 0 || abi < kMinUverbsAbi ||
+			    abi > kMaxUverbsAbi) {
+				note(l, LOG_ERR,
+				     "uverbs ABI version unreadable or outside %u..%u: ignoring %zu device(s)",
+				     kMinUverbsAbi, kMaxUverbsAbi, found.size());
+				found.clear();
+			} else {
+				l.uverbs_abi_ok = true;
+			}
+		}
+	}
+	filter_accessible(s.cdev_dir, found);
+	add_soft_devices(soft_device_count(l), s.sysfs_root, found);
+	return 0;
+}
+
+int refresh(DeviceList &l)
+{
+	configure(l);
+	l.notes.clear();
+	SysfsDevList found;
+	if (int rc = scan(l, found))
+		return rc;
+
+	// Keep devices that are still there; drop the others.
+	std::vector<verbs_device *> kept;
+	kept.reserve(l.devices.size() + found.size());
+	for (verbs_device *vdev : l.devices) {
+		bool present = false;
+		for (auto &f : found) {
+			if (f && vdev->sysfs && same_device(vdev->sysfs, f.get())) {
+				f.reset();
+				present = true;
+				break;
+			}
+		}
+		if (present)
+			kept.push_back(vdev);
+		else
+			device_put(&vdev->device);
+	}
+	l.devices = std::move(kept);
+
+	// Match the new ones, loading providers only as needed.
+	std::vector<SysfsDevPtr *> unmatched;
+	for (auto &f : found) {
+		if (!f)
+			continue;
+		verbs_device *v = try_all(l, f);
+		if (!v) {
+			for (const auto &name : candidate_providers(f.get())) {
+				if (!l.loader.known(name))
+					continue;
+				LoadOutcome out = l.loader.load(name);
+				if (!out.loaded) {
+					note(l, LOG_WARN, "%s needs provider %s: %s", f->ibdev_name, name.c_str(),
+					     out.reason.c_str());
+					warn_stderr("Warning: couldn't load driver '%s': %s\n", name.c_str(),
+						    out.reason.c_str());
+					continue;
+				}
+				if ((v = try_all(l, f)))
+					break;
+			}
+		}
+		if (v)
+			l.devices.push_back(v);
+		else
+			unmatched.push_back(&f);
+	}
+	if (!unmatched.empty() && !l.loader.loaded_all()) {
+		l.loader.load_all();
+		std::vector<SysfsDevPtr *> still;
+		for (SysfsDevPtr *f : unmatched) {
+			if (verbs_device *v = try_all(l, *f))
+				l.devices.push_back(v);
+			else
+				still.push_back(f);
+		}
+		unmatched = std::move(still);
+	}
+	for (SysfsDevPtr *f : unmatched) {
+		note(l, LOG_WARN, "no provider for %s (driver id %u)", (*f)->ibdev_name,
+		     (*f)->driver_id);
+		if (settings().show_warnings)
+			warn_stderr("Warning: no userspace device-specific driver found for %s\n",
+				    (*f)->ibdev_path);
+	}
+	return 0;
+}
+
+} // namespace
+
+void device_hold(ibv_device *dev) noexcept
+{
+	verbs_device *vdev = verbs_get_device(dev);
+	vdev->refcount.fetch_add(1);
+}
+
+void device_put(ibv_device *dev) noexcept
+{
+	verbs_device *vdev = verbs_get_device(dev);
+	if (vdev->refcount.fetch_sub(1) != 1)
+		return;
+	verbs_sysfs_dev *sysfs = vdev->sysfs;
+	if (vdev->ops && vdev->ops->uninit_device)
+		vdev->ops->uninit_device(vdev);
+	free(sysfs);
+}
+
+int get_device_list(std::vector<ibv_device *> &out)
+{
+	DeviceList &l = list();
+	std::lock_guard<std::mutex> g(l.lock);
+	try {
+		if (int rc = refresh(l))
+			return rc;
+		out.clear();
+		out.reserve(l.devices.size());
+		for (verbs_device *v : l.devices) {
+			device_hold(&v->device);
+			out.push_back(&v->device);
+		}
+	} catch (...) {
+		for (ibv_device *d : out)
+			device_put(d);
+		out.clear();
+		return ENOMEM;
+	}
+	return 0;
+}
+
+std::vector<std::string> last_scan_notes()
+{
+	DeviceList &l = list();
+	std::lock_guard<std::mutex> g(l.lock);
+	return l.notes;
+}
+
+void reset_device_list_for_tests()
+{
+	DeviceList &l = list();
+	std::lock_guard<std::mutex> g(l.lock);
+	for (verbs_device *v : l.devices)
+		device_put(&v->device);
+	l.devices.clear();
+	l.configured = false;
+	l.config = Config{};
+	l.loader = ProviderLoader{};
+	l.notes.clear();
+	l.uverbs_abi_ok = false;
+}
+
+} // namespace ov::core

@@ -1,0 +1,93 @@
+#include "core/ops.h"
+
+#include <cerrno>
+#include <type_traits>
+
+namespace ov::core {
+namespace {
+
+// One generic stub per op signature: the convention follows the return type.
+template <typename F> struct Stub;
+template <typename R, typename... A> struct Stub<R (*)(A...)> {
+	static R fn(A...) noexcept
+	{
+		if constexpr (std::is_void_v<R>) {
+			return;
+		} else if constexpr (std::is_pointer_v<R>) {
+			errno = EOPNOTSUPP;
+			return nullptr;
+		} else {
+			return EOPNOTSUPP;
+		}
+	}
+};
+
+template <typename Wr> int post_stub(Wr *wr, Wr **bad) noexcept
+{
+	if (bad)
+		*bad = wr;
+	return EOPNOTSUPP;
+}
+
+int dummy_post_send(ibv_qp *, ibv_send_wr *wr, ibv_send_wr **bad) noexcept { return post_stub(wr, bad); }
+int dummy_post_recv(ibv_qp *, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept { return post_stub(wr, bad); }
+int dummy_post_srq_recv(ibv_srq *, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept { return post_stub(wr, bad); }
+int dummy_post_srq_ops(ibv_srq *, ibv_ops_wr *op, ibv_ops_wr **bad) noexcept { return post_stub(op, bad); }
+
+int dummy_rereg_mr(verbs_mr *, int, ibv_pd *, void *, size_t, int) noexcept
+{
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+int dummy_query_qp_data_in_order(ibv_qp *, ibv_wr_opcode, uint32_t) noexcept { return 0; }
+
+constexpr verbs_context_ops make_dummy_ops()
+{
+	verbs_context_ops ops{};
+#define OV_STUB(name, kind) ops.name = Stub<decltype(ops.name)>::fn;
+	OV_VERBS_OPS(OV_STUB)
+#undef OV_STUB
+	ops.post_send = dummy_post_send;
+	ops.post_recv = dummy_post_recv;
+	ops.post_srq_recv = dummy_post_srq_recv;
+	ops.post_srq_ops = dummy_post_srq_ops;
+	ops.rereg_mr = dummy_rereg_mr;
+	ops.query_qp_data_in_order = dummy_query_qp_data_in_order;
+	return ops;
+}
+
+// Every slot is listed exactly once (the table and the struct agree).
+#define OV_COUNT(name, kind) +1
+static_assert(0 OV_VERBS_OPS(OV_COUNT) == kVerbsOpsCount, "OV_VERBS_OPS must list every op");
+#undef OV_COUNT
+
+} // namespace
+
+constinit const verbs_context_ops dummy_ops = make_dummy_ops();
+
+void set_ops(verbs_context *vctx, const verbs_context_ops *ops) noexcept
+{
+	verbs_ex_private *priv = vctx->priv;
+	ibv_context_ops *lops = &vctx->context.ops;
+#define OV_MIRROR_VCTX(name) vctx->name = ops->name;
+#define OV_MIRROR_LIVE(name) lops->name = ops->name;
+#define OV_MIRROR_COMPAT(name) \
+	lops->_compat_##name = reinterpret_cast<decltype(lops->_compat_##name)>(reinterpret_cast<void (*)(void)>(ops->name));
+#define OV_MIRROR_PRIV(name)
+#define OV_MIRROR_FLOW(name) vctx->ibv_##name = ops->name;
+#define OV_SET(name, kind)                         \
+	if (ops->name) {                           \
+		priv->ops.name = ops->name;        \
+		OV_MIRROR_##kind(name)             \
+	}
+	OV_VERBS_OPS(OV_SET)
+#undef OV_SET
+#undef OV_MIRROR_VCTX
+#undef OV_MIRROR_LIVE
+#undef OV_MIRROR_COMPAT
+#undef OV_MIRROR_PRIV
+#undef OV_MIRROR_FLOW
+}
+
+} // namespace ov::core

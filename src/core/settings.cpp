@@ -1,0 +1,133 @@
+#include "core/settings.h"
+
+#include "common/env.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <infiniband/openverbs.h>
+#include <memory>
+#include <mutex>
+
+namespace ov::core {
+namespace {
+
+#ifndef OPENVERBS_CONFIG_DIR
+#define OPENVERBS_CONFIG_DIR "/etc/libibverbs.d"
+#endif
+#ifndef OPENVERBS_PROVIDER_DIR
+#define OPENVERBS_PROVIDER_DIR "/usr/lib/x86_64-linux-gnu/libibverbs"
+#endif
+#ifndef OPENVERBS_DEBIAN_PROVIDER_DIR
+#define OPENVERBS_DEBIAN_PROVIDER_DIR "/usr/lib/x86_64-linux-gnu/libibverbs"
+#endif
+
+void add_unique(std::vector<std::string> &list, std::string dir)
+{
+	while (dir.size() > 1 && dir.back() == '/')
+		dir.pop_back();
+	if (dir.empty())
+		return;
+	for (const auto &d : list)
+		if (d == dir)
+			return;
+	list.push_back(std::move(dir));
+}
+
+// Splits a RDMAV_DRIVERS-style list (':' separated, empty entries ignored).
+void split_drivers(const char *text, std::vector<std::string> &out)
+{
+	if (!text)
+		return;
+	std::string cur;
+	for (const char *p = text;; ++p) {
+		if (*p == ':' || *p == '\0') {
+			if (!cur.empty())
+				out.push_back(cur);
+			cur.clear();
+			if (!*p)
+				break;
+		} else {
+			cur.push_back(*p);
+		}
+	}
+}
+
+bool env_is_set(const char *name) { return getenv(name) != nullptr; }
+
+Settings compute()
+{
+	Settings s;
+	const char *sysfs = secure_env("SYSFS_PATH");
+	s.sysfs_root = (sysfs && *sysfs) ? sysfs : "/sys";
+	while (s.sysfs_root.size() > 1 && s.sysfs_root.back() == '/')
+		s.sysfs_root.pop_back();
+	s.cdev_dir = "/dev/infiniband";
+
+	std::string libdir = library_dir();
+	if (const char *d = secure_env("OPENVERBS_CONFIG_DIR"); d && *d)
+		add_unique(s.config_dirs, d);
+	if (!libdir.empty())
+		add_unique(s.config_dirs, libdir + "/../etc/libibverbs.d");
+	add_unique(s.config_dirs, OPENVERBS_CONFIG_DIR);
+	add_unique(s.config_dirs, "/etc/libibverbs.d");
+
+	if (const char *d = secure_env("OPENVERBS_PROVIDER_DIR"); d && *d)
+		add_unique(s.own_provider_dirs, d);
+	if (!libdir.empty())
+		add_unique(s.own_provider_dirs, libdir + "/libibverbs");
+	s.provider_dirs = s.own_provider_dirs;
+	add_unique(s.provider_dirs, OPENVERBS_PROVIDER_DIR);
+	add_unique(s.provider_dirs, OPENVERBS_DEBIAN_PROVIDER_DIR);
+
+	split_drivers(secure_env("RDMAV_DRIVERS"), s.env_drivers);
+	split_drivers(secure_env("IBV_DRIVERS"), s.env_drivers);
+
+	unsigned long n = 0;
+	if (const char *v = secure_env(OPENVERBS_SOFT_DEVICES_ENV)) {
+		if (parse_uint(v, OPENVERBS_MAX_SOFT_DEVICES, &n))
+			s.soft_devices = static_cast<long>(n);
+	}
+	s.show_warnings = env_is_set("IBV_SHOW_WARNINGS");
+	s.fork_safe = env_is_set("RDMAV_FORK_SAFE") || env_is_set("IBV_FORK_SAFE");
+	s.allow_disassoc_destroy =
+		env_is_set("RDMAV_ALLOW_DISASSOC_DESTROY") || env_is_set("MLX4_DEVICE_FATAL_CLEANUP");
+	return s;
+}
+
+std::unique_ptr<Settings> g_settings;
+std::once_flag g_once;
+
+} // namespace
+
+const Settings &settings()
+{
+	std::call_once(g_once, [] { g_settings = std::make_unique<Settings>(compute()); });
+	return *g_settings;
+}
+
+void reload_settings_for_tests(void (*edit)(Settings &))
+{
+	settings();
+	Settings s = compute();
+	if (edit)
+		edit(s);
+	*g_settings = std::move(s);
+}
+
+std::string library_dir()
+{
+	Dl_info info{};
+	if (!dladdr(reinterpret_cast<void *>(&library_dir), &info) || !info.dli_fname)
+		return {};
+	std::string path = info.dli_fname;
+	// Only a shared object has a meaningful directory; the static test
+	// archive reports the test executable, whose directory is harmless.
+	auto slash = path.rfind('/');
+	if (slash == std::string::npos)
+		return {};
+	path.resize(slash);
+	return path;
+}
+
+} // namespace ov::core
