@@ -2255,6 +2255,61 @@ static inline struct verbs_context *verbs_get_ctx(struct ibv_context *ctx)
  */
 struct ibv_device **ibv_get_device_list(int *num_devices);
 
+#ifdef RDMA_STATIC_PROVIDERS
+/*
+ * Static linking (rdma-core's libibverbs.a only; the shared library has no
+ * ibv_static_providers): -DRDMA_STATIC_PROVIDERS=mlx5,efa,... names up to
+ * 19 providers (or "all") to register before the device list is built.
+ * Unused positions are filled with the "none" provider.
+ */
+#define _RDMA_STATIC_PREFIX_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11,    \
+			     _12, _13, _14, _15, _16, _17, _18, _19, ...)     \
+	&verbs_provider_##_1, &verbs_provider_##_2, &verbs_provider_##_3,      \
+	&verbs_provider_##_4, &verbs_provider_##_5, &verbs_provider_##_6,      \
+	&verbs_provider_##_7, &verbs_provider_##_8, &verbs_provider_##_9,      \
+	&verbs_provider_##_10, &verbs_provider_##_11, &verbs_provider_##_12,   \
+	&verbs_provider_##_13, &verbs_provider_##_14, &verbs_provider_##_15,   \
+	&verbs_provider_##_16, &verbs_provider_##_17, &verbs_provider_##_18,   \
+	&verbs_provider_##_19
+#define _RDMA_STATIC_PREFIX(arg)                                             \
+	_RDMA_STATIC_PREFIX_(arg, none, none, none, none, none, none, none,   \
+			     none, none, none, none, none, none, none, none,  \
+			     none, none, none)
+
+struct verbs_device_ops;
+extern const struct verbs_device_ops verbs_provider_bnxt_re;
+extern const struct verbs_device_ops verbs_provider_cxgb4;
+extern const struct verbs_device_ops verbs_provider_efa;
+extern const struct verbs_device_ops verbs_provider_erdma;
+extern const struct verbs_device_ops verbs_provider_hfi1verbs;
+extern const struct verbs_device_ops verbs_provider_hns;
+extern const struct verbs_device_ops verbs_provider_ipathverbs;
+extern const struct verbs_device_ops verbs_provider_irdma;
+extern const struct verbs_device_ops verbs_provider_mana;
+extern const struct verbs_device_ops verbs_provider_mlx4;
+extern const struct verbs_device_ops verbs_provider_mlx5;
+extern const struct verbs_device_ops verbs_provider_mthca;
+extern const struct verbs_device_ops verbs_provider_ocrdma;
+extern const struct verbs_device_ops verbs_provider_qedr;
+extern const struct verbs_device_ops verbs_provider_rxe;
+extern const struct verbs_device_ops verbs_provider_siw;
+extern const struct verbs_device_ops verbs_provider_vmw_pvrdma;
+extern const struct verbs_device_ops verbs_provider_all;
+extern const struct verbs_device_ops verbs_provider_none;
+
+/* Registers the listed providers; the list ends with NULL. */
+void ibv_static_providers(void *unused, ...);
+
+static inline struct ibv_device **__ibv_get_device_list(int *num_devices)
+{
+	ibv_static_providers(NULL, _RDMA_STATIC_PREFIX(RDMA_STATIC_PROVIDERS),
+			     NULL);
+	return ibv_get_device_list(num_devices);
+}
+
+#define ibv_get_device_list(num_devices) __ibv_get_device_list(num_devices)
+#endif
+
 void ibv_free_device_list(struct ibv_device **list);
 
 /* Kernel name of the device, e.g. "mlx5_0" (ibv_get_device_name(3)). */
