@@ -155,47 +155,133 @@ struct umad_device_node {
 	const char *ca_name;
 };
 
+/*
+ * umad_init/umad_done: kept for old programs; do nothing, return 0.
+ * (umad_init(3); the ABI check happens in umad_open_port.)
+ */
 int umad_init(void);
 int umad_done(void);
 
+/*
+ * Names of at most max local devices of node type 1..3, alphabetical,
+ * names >= UMAD_CA_NAME_LEN characters skipped.  Returns the count; 1 and
+ * "mthca0" when /sys/class/infiniband cannot be listed; -EINVAL for a NULL
+ * cas with max > 0.  (umad_get_ca(3))
+ */
 int umad_get_cas_names(char cas[][UMAD_CA_NAME_LEN], int max);
+/*
+ * GUIDs of ports 0..numports (network order, 0 for a missing port).
+ * Returns the count (0 with NULL portguids), -ENODEV (no device chosen),
+ * -1 (device unreadable), -ENOMEM (max < numports + 1).  (umad_get_ca(3))
+ */
 int umad_get_ca_portguids(const char *ca_name, __be64 *portguids, int max);
 
+/*
+ * Fills *ca from /sys/class/infiniband/<ca>/ (NULL: the default device);
+ * ports[] are allocated, release with umad_release_ca.  0, -ENODEV,
+ * -ENOENT (node_type, GUIDs or ports/ missing), -EINVAL (bad GUID, NULL ca),
+ * -EIO (a port unreadable or numbered >= UMAD_CA_MAX_PORTS), -ENOMEM.
+ */
 int umad_get_ca(const char *ca_name, umad_ca_t *ca);
+/* Frees ca->ports[]; 0, -ENODEV for NULL.  (umad_get_ca(3)) */
 int umad_release_ca(umad_ca_t *ca);
+/*
+ * Fills *port from /sys/class/infiniband/<ca>/ports/<n>/: lid, lid_mask_count,
+ * sm_lid, sm_sl, state, phys_state, rate (Gb/s, integer part), cap_mask
+ * (stored big-endian), link_layer ("IB" if absent), gids/0 (prefix, GUID),
+ * pkeys/N (allocated).  ca_name NULL and/or portnum 0 choose the default as
+ * rdma-core 44 does (IB link layer, ACTIVE first, switch port 0).
+ * 0, -ENODEV (nothing to choose), -EIO (missing/malformed attribute),
+ * -EINVAL (NULL port).  (umad_get_port(3))
+ */
 int umad_get_port(const char *ca_name, int portnum, umad_port_t *port);
+/* Frees port->pkeys, zeroes pkeys/pkeys_size; 0, -ENODEV for NULL. */
 int umad_release_port(umad_port_t *port);
 
+/*
+ * "/dev/infiniband/issmN" of the chosen port into path (max bytes).
+ * 0, -ENODEV, -EINVAL (no umad device for the port, NULL path, max <= 0).
+ * (umad_open_port(3))
+ */
 int umad_get_issm_path(const char *ca_name, int portnum, char path[], int max);
 
+/*
+ * Opens /dev/infiniband/umadN (O_RDWR|O_NONBLOCK) of the chosen port and
+ * returns the descriptor; -EOPNOTSUPP (infiniband_mad/abi_version unreadable
+ * or < 5), -ENODEV, -EINVAL (port has no umad device), -EIO (open failed).
+ * (umad_open_port(3))
+ */
 int umad_open_port(const char *ca_name, int portnum);
+/* close(2) of the descriptor; returns 0. */
 int umad_close_port(int portid);
 
+/* Start of the MAD in a umad buffer (after umad_size() bytes); NULL for NULL. */
 void *umad_get_mad(void *umad);
+/* Header size: 64 with the P_Key-index header (see umad_open_port), else 56. */
 size_t umad_size(void);
+/* The header's status (0 or an errno value such as ETIMEDOUT). */
 int umad_status(void *umad);
 
+/* The address part of a umad buffer; NULL for NULL.  (umad_get_mad(3)) */
 ib_mad_addr_t *umad_get_mad_addr(void *umad);
 /* Declared by rdma-core 44's header but never exported by its library. */
 int umad_set_grh_net(void *umad, void *mad_addr);
+/*
+ * Copies gid, hop_limit, traffic_class and flow_label (host order in,
+ * network order out) from mad_addr and sets grh_present; NULL clears it.
+ * 0, -EINVAL for a NULL umad.
+ */
 int umad_set_grh(void *umad, void *mad_addr);
+/* Destination with dlid, dqp, qkey already big-endian; 0 or -EINVAL. */
 int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey);
+/* Destination from host-order values; 0 or -EINVAL. */
 int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey);
+/* P_Key index (only with the 64-byte header, else ignored); 0 or -EINVAL. */
 int umad_set_pkey(void *umad, int pkey_index);
+/* P_Key index, 0 with the old header; -EINVAL for NULL. */
 int umad_get_pkey(void *umad);
 
+/*
+ * Writes umad_size() + length bytes; the kernel retries requests `retries`
+ * times every timeout_ms ms.  0, or -EIO with errno = the write error.
+ * (umad_send(3))
+ */
 int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms,
 	      int retries);
+/*
+ * Reads one MAD (room for *length MAD bytes), waiting up to timeout_ms
+ * (0: no wait, -1: forever).  Returns the agent id and sets *length, or
+ * -ETIMEDOUT, -EIO (poll), -EWOULDBLOCK/-EAGAIN (nothing queued), -ENOSPC
+ * (*length = size needed), -EINVAL; errno is set too.  (umad_send(3))
+ */
 int umad_recv(int portid, void *umad, int *length, int timeout_ms);
+/* Waits for a MAD: 0, -ETIMEDOUT, -EIO.  (umad_send(3)) */
 int umad_poll(int portid, int timeout_ms);
+/* The descriptor itself (for poll/select). */
 int umad_get_fd(int portid);
 
+/*
+ * Registers an agent for mgmt_class/mgmt_version with the OpenIB OUI; QP0
+ * for classes 0x01/0x81, QP1 otherwise; method_mask 128 bits (NULL: none).
+ * Returns the agent id or -EPERM (errno from the kernel).  (umad_register(3))
+ */
 int umad_register(int portid, int mgmt_class, int mgmt_version,
 		  uint8_t rmpp_version, long method_mask[16 / sizeof(long)]);
+/* Vendor range 2 class (0x30..0x4f) with an OUI: id, -EINVAL or -EPERM. */
 int umad_register_oui(int portid, int mgmt_class, uint8_t rmpp_version,
 		      uint8_t oui[3], long method_mask[16 / sizeof(long)]);
+/* ioctl(IB_USER_MAD_UNREGISTER_AGENT): 0, or -1 with errno. */
 int umad_unregister(int portid, int agentid);
+/*
+ * Sorts the list by ca_name (strcmp); size is a hint (0: count it).
+ * 0, -EINVAL (NULL head), -ENOMEM.  (umad_get_ca_device_list(3))
+ */
 int umad_sort_ca_device_list(struct umad_device_node **head, size_t size);
+/*
+ * Devices of /sys/class/infiniband with node type 1..3, directory order.
+ * NULL with errno 0 when there is none; NULL with errno (ENOMEM, opendir's
+ * error) on failure.  Free with umad_free_ca_device_list.
+ */
 struct umad_device_node *umad_get_ca_device_list(void);
 void umad_free_ca_device_list(struct umad_device_node *head);
 
@@ -214,9 +300,18 @@ struct umad_reg_attr {
 	uint8_t rmpp_version;
 };
 
+/*
+ * REGISTER_AGENT2 ioctl, falling back to the original ioctl on ENOTTY or
+ * EINVAL when attr->flags is 0.  Returns 0 (id in *agent_id) or a POSITIVE
+ * errno: EINVAL (NULL argument, vendor range 2 without a 24-bit OUI) or the
+ * kernel's; on failure attr->flags = flags the kernel supports.
+ * (umad_register(3))
+ */
 int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id);
 
+/* Sets the trace level (level >= 0) and returns the level in force. */
 int umad_debug(int level);
+/* Print a umad header / an address on stderr ("ibwarn: [pid] func: ..."). */
 void umad_addr_dump(ib_mad_addr_t *addr);
 void umad_dump(void *umad);
 
