@@ -1,0 +1,162 @@
+# Helpers for test-bed groups (bash; source it from a group script):
+#   . "$OV_REPO/tests/vm/lib.sh"
+# Every helper prints exactly one result line on stdout:
+#   PASS|FAIL|XFAIL <group>/<name> <seconds> [free-form note]
+# and keeps the test's own output in $OV_LOGDIR/<name>.log.
+# Tunables from the environment: OV_TEST_TIMEOUT (seconds per program, default 90).
+
+OV_GROUP=${OV_GROUP:-$(basename "$0" .sh)}
+OV_GROUP=${OV_GROUP#vm-group-}
+OV_LOGDIR=${OV_LOGDIR:-${OV_RESULTS:-/tmp}/logs/$OV_GROUP}
+OV_TEST_TIMEOUT=${OV_TEST_TIMEOUT:-90}
+mkdir -p "$OV_LOGDIR"
+ov_failed=0
+
+# Microseconds since the epoch, without starting a process.
+ov_now() { echo "${EPOCHREALTIME//[!0-9]/}"; }
+ov_secs() { local d=$(( $(ov_now) - $1 )); printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000)); }
+
+# ov_result STATUS NAME START_US [note]
+ov_result() {
+  local st=$1 name=$2 t0=$3; shift 3
+  [ "$st" = FAIL ] && ov_failed=1
+  echo "$st $OV_GROUP/$name $(ov_secs "$t0")${*:+ $*}"
+}
+
+# ov_loader_error LOG: true when the log shows the dynamic loader refusing a library.
+ov_loader_error() {
+  grep -qE 'error while loading shared libraries|symbol lookup error|version `[^'"'"']*'"'"' not found|cannot be preloaded' "$1"
+}
+
+# ov_check NAME LOG RC [PATTERN]: PASS when RC is 0 and (if given) the log
+# matches the extended regular expression PATTERN.
+ov_check() {
+  local name=$1 log=$2 rc=$3 pat=${4:-} t0=$5
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    ov_result FAIL "$name" "$t0" "(timed out after ${OV_TEST_TIMEOUT}s; log $log)"
+  elif [ "$rc" != 0 ]; then
+    ov_result FAIL "$name" "$t0" "(exit $rc: $(ov_tail "$log"))"
+  elif [ -n "$pat" ] && ! grep -qE -- "$pat" "$log"; then
+    ov_result FAIL "$name" "$t0" "(output lacks /$pat/; log $log)"
+  else
+    ov_result PASS "$name" "$t0"
+  fi
+}
+
+# Last meaningful line of a log, for the result note.
+ov_tail() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n1 | cut -c1-160; }
+
+# ov_run NAME [--expect REGEX] -- CMD...: one program; PASS when it exits 0.
+ov_run() {
+  local name=$1 pat="" t0 log rc; shift
+  if [ "${1:-}" = --expect ]; then pat=$2; shift 2; fi
+  [ "${1:-}" = -- ] && shift
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  { echo "+ $*"; timeout -k 5 "$OV_TEST_TIMEOUT" "$@"; } >"$log" 2>&1; rc=$?
+  ov_check "$name" "$log" "$rc" "$pat" "$t0"
+}
+
+# ov_wait_listen KIND PID: waits until a server is ready or dead.
+#   KIND tcp:PORT  a TCP socket listens on PORT (ibverbs-utils, perftest)
+#   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
+ov_wait_listen() {
+  local kind=$1 pid=$2 i hex
+  for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    case $kind in
+      tcp:*)
+        printf -v hex '%04X' "${kind#tcp:}"
+        grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
+          return 0 ;;
+      cm)
+        rdma res show cm_id 2>/dev/null | grep -q 'state LISTEN' && return 0 ;;
+    esac
+    sleep 0.1
+  done
+  return 1
+}
+
+# ov_pair NAME WAIT "SERVER CMD" "CLIENT CMD": client/server pair on this host.
+# WAIT as for ov_wait_listen. PASS when both exit 0.
+ov_pair() {
+  local name=$1 wait=$2 srv=$3 cli=$4 t0 log rc src spid
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  : >"$log"
+  echo "+ server: $srv" >>"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $srv >"$log.server" 2>&1 &
+  spid=$!
+  if ! ov_wait_listen "$wait" "$spid"; then
+    kill "$spid" 2>/dev/null; wait "$spid"; src=$?
+    cat "$log.server" >>"$log"; rm -f "$log.server"
+    ov_result FAIL "$name" "$t0" "(server never listened, exit $src: $(ov_tail "$log"))"
+    return
+  fi
+  echo "+ client: $cli" >>"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1; rc=$?
+  [ "$rc" = 0 ] || { sleep 0.5; kill "$spid" 2>/dev/null; }
+  wait "$spid"; src=$?
+  { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
+  if [ "$rc" = 0 ] && [ "$src" != 0 ]; then rc=$src; fi
+  ov_check "$name" "$log" "$rc" "" "$t0"
+}
+
+# ov_xfail NAME "REASON" REGEX -- CMD...: a known-unsupported case. XFAIL when the
+# program fails and its output matches REGEX (the known symptom); FAIL when it
+# passes or fails some other way (for example, the library did not load).
+ov_xfail() {
+  local name=$1 reason=$2 pat=$3 t0 log rc; shift 3
+  [ "${1:-}" = -- ] && shift
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  { echo "+ $*"; timeout -k 5 "$OV_TEST_TIMEOUT" "$@"; } >"$log" 2>&1; rc=$?
+  ov_xcheck "$name" "$reason" "$pat" "$log" "$rc" "$t0"
+}
+
+# ov_xfail_pair NAME "REASON" REGEX WAIT "SERVER CMD" "CLIENT CMD": the same for a
+# pair; the server is given a short time to listen (it may refuse at once).
+ov_xfail_pair() {
+  local name=$1 reason=$2 pat=$3 wait=$4 srv=$5 cli=$6 t0 log rc src spid cpid i
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  echo "+ server: $srv" >"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $srv >"$log.server" 2>&1 &
+  spid=$!
+  if ov_wait_listen "$wait" "$spid"; then
+    echo "+ client: $cli" >>"$log"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1 &
+    cpid=$!
+    # A failed peer can leave the other side waiting for a message that never
+    # comes: once one side has exited, the other gets 3 s to finish.
+    while kill -0 "$cpid" 2>/dev/null && kill -0 "$spid" 2>/dev/null; do sleep 0.1; done
+    for ((i = 0; i < 30; i++)); do
+      kill -0 "$cpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill "$cpid" "$spid" 2>/dev/null
+    wait "$cpid"; rc=$?
+    wait "$spid"; src=$?
+    echo "+ client exit $rc after $(ov_secs "$t0") s" >>"$log"
+    [ "$rc" = 0 ] && rc=$src
+  else
+    wait "$spid"; rc=$?; src=$rc
+  fi
+  { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
+  ov_xcheck "$name" "$reason" "$pat" "$log" "$rc" "$t0"
+}
+
+ov_xcheck() {
+  local name=$1 reason=$2 pat=$3 log=$4 rc=$5 t0=$6
+  if [ "$rc" = 0 ]; then
+    ov_result FAIL "$name" "$t0" "(expected to fail: $reason; it passed)"
+  elif ov_loader_error "$log"; then
+    ov_result FAIL "$name" "$t0" "(library did not load: $(ov_tail "$log"))"
+  elif grep -qE -- "$pat" "$log"; then
+    ov_result XFAIL "$name" "$t0" "($reason)"
+  else
+    ov_result FAIL "$name" "$t0" "(failed, but not with the known symptom /$pat/: $(ov_tail "$log"))"
+  fi
+}
+
+# A group ends with: exit "$ov_failed"   (0 when nothing failed)

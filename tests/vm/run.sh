@@ -1,0 +1,275 @@
+#!/bin/bash
+# openverbs real-kernel test bed: boots Debian's kernel under qemu (TCG), creates
+# soft-RoCE rxe0 and soft-iWARP siw0 in the guest and runs test groups there with
+# Debian's unmodified programs against the library under test.
+# See tests/vm/README.md for the options, the outputs and the group contract.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+usage() {
+  cat <<EOF
+usage: $0 [options]
+  --lib DIR          library under test: DIR first on LD_LIBRARY_PATH (default BUILD/lib)
+  --preload          LD_PRELOAD DIR's libibverbs.so.1 (and libibumad.so.3) instead
+  --baseline         run against Debian's installed libraries
+  --only GROUP...    run only these groups (see --list)
+  --kernel PKG       Debian kernel image package or glob (default: what
+                     linux-image-amd64 depends on), e.g. 'linux-image-6.12.*+deb12-amd64'
+  --build-dir DIR    build tree (default $repo/build): results go to DIR/vm-results,
+                     the cache to DIR/vm-cache unless OPENVERBS_VM_CACHE is set
+  --timeout S        kill the guest after S seconds (default ${OPENVERBS_VM_TIMEOUT:-600})
+  --boot-timeout S   kill the guest if it has not reached stage 2 after S seconds (90)
+  --test-timeout S   per-program limit inside the guest (90)
+  --group FILE       also run FILE (an executable group script) as a group
+  --list             list the groups and exit
+  --debug-hang WHERE make the guest hang on purpose ('boot' or 'tests'), to test timeouts
+EOF
+}
+
+mode=ld_library_path lib="" only=() extra=() kernel="" build="" list=0 hang=""
+timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=90 test_timeout=90
+while [ $# -gt 0 ]; do
+  case $1 in
+    --lib) lib=${2:?--lib needs a directory}; shift 2 ;;
+    --lib=*) lib=${1#*=}; shift ;;
+    --preload) mode=preload; shift ;;
+    --baseline) mode=baseline; shift ;;
+    --only) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do only+=("$1"); shift; done
+            [ ${#only[@]} -gt 0 ] || { echo "vm: --only needs group names" >&2; exit 2; } ;;
+    --kernel) kernel=${2:?--kernel needs a package}; shift 2 ;;
+    --build-dir) build=${2:?--build-dir needs a directory}; shift 2 ;;
+    --timeout) timeout_s=${2:?}; shift 2 ;;
+    --boot-timeout) boot_timeout=${2:?}; shift 2 ;;
+    --test-timeout) test_timeout=${2:?}; shift 2 ;;
+    --group) extra+=("$(readlink -f "${2:?--group needs a file}")"); shift 2 ;;
+    --list) list=1; shift ;;
+    --debug-hang) hang=${2:?--debug-hang needs boot or tests}; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "vm: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+case $hang in ''|boot|tests) ;; *) echo "vm: --debug-hang takes 'boot' or 'tests'" >&2; exit 2 ;; esac
+for v in "$timeout_s" "$boot_timeout" "$test_timeout"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "vm: timeouts are whole seconds, not '$v'" >&2; exit 2; }
+done
+
+die() { echo "vm: error: $*" >&2; exit 2; }
+now() { echo "${EPOCHREALTIME//[!0-9]/}"; }
+secs() { local d=$(( $2 - $1 )); printf '%d.%01d' $((d / 1000000)) $((d % 1000000 / 100000)); }
+t_start=$(now)
+
+# ------------------------------------------------------------------ groups
+declare -A group_path=()
+group_names=()
+add_group() {
+  local name=$1 path=$2
+  [ -x "$path" ] || return 0
+  if [ -n "${group_path[$name]:-}" ]; then die "two groups named '$name': ${group_path[$name]} and $path"; fi
+  group_path[$name]=$path; group_names+=("$name")
+}
+for f in "$here"/groups/*.sh; do add_group "$(basename "$f" .sh)" "$f"; done
+for f in "$repo"/tests/*/vm-group-*.sh; do
+  b=$(basename "$f" .sh); add_group "${b#vm-group-}" "$f"
+done
+for f in "${extra[@]}"; do
+  [ -x "$f" ] || die "--group $f: not an executable file"
+  b=$(basename "$f" .sh); add_group "${b#vm-group-}" "$f"
+done
+if [ "$list" = 1 ]; then
+  for g in "${group_names[@]}"; do printf '%-16s %s\n' "$g" "${group_path[$g]#"$repo"/}"; done
+  exit 0
+fi
+selected=()
+if [ ${#only[@]} -gt 0 ]; then
+  for g in "${only[@]}"; do
+    [ -n "${group_path[$g]:-}" ] || die "no group '$g' (groups: ${group_names[*]})"
+    selected+=("$g")
+  done
+elif [ ${#extra[@]} -gt 0 ]; then
+  for f in "${extra[@]}"; do b=$(basename "$f" .sh); selected+=("${b#vm-group-}"); done
+else
+  selected=("${group_names[@]}")
+fi
+[ ${#selected[@]} -gt 0 ] || die "no test groups found"
+
+# ------------------------------------------------------------------ host packages
+pkgs="qemu-system-x86 busybox-static kmod cpio gzip xz-utils binutils gcc make libc6-dev
+      iproute2 ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 rdmacm-utils perftest"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages:$missing (run as root, or: apt-get install$missing)"
+  echo "vm: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || die "apt-get update failed"
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null || die "apt-get install$missing failed"
+fi
+for t in qemu-system-x86_64 busybox modprobe depmod cpio ip rdma make gcc readelf timeout flock; do
+  command -v "$t" >/dev/null || die "required program '$t' not found"
+done
+
+# ------------------------------------------------------------------ library under test
+build_given=$build
+build=${build:-$repo/build}
+mkdir -p "$build" || die "cannot create build tree $build"
+build=$(cd "$build" && pwd)
+lib_dir="" preload=""
+if [ "$mode" = baseline ]; then
+  [ -z "$lib" ] || die "--baseline and --lib exclude each other"
+else
+  lib=${lib:-$build/lib}
+  [ -d "$lib" ] || die "library directory $lib does not exist (build the project first, or pass --lib DIR or --baseline)"
+  lib_dir=$(cd "$lib" && pwd)
+  "$here/check-lib.sh" "$mode" "$lib_dir" ||
+    die "the library in $lib_dir is not usable by Debian's programs (see above); no guest was started"
+  preload=$lib_dir/libibverbs.so.1
+  [ -e "$lib_dir/libibumad.so.3" ] && preload="$preload $lib_dir/libibumad.so.3"
+fi
+
+# The build tree whose programs the groups may use: --lib X/lib of a CMake
+# build tree X means X, unless --build-dir says otherwise.
+ov_build_dir=$build
+if [ -z "$build_given" ] && [ -n "$lib_dir" ] && [ "$(basename "$lib_dir")" = lib ] &&
+   [ -f "$(dirname "$lib_dir")/CMakeCache.txt" ]; then
+  ov_build_dir=$(dirname "$lib_dir")
+fi
+
+# ------------------------------------------------------------------ kernel
+cache=${OPENVERBS_VM_CACHE:-$build/vm-cache}
+t_prep=$(now)
+kdir=$("$here/prepare-kernel.sh" "$cache" "$kernel" | tail -n1) || die "kernel preparation failed"
+[ -f "$kdir/.ready" ] || die "kernel preparation failed"
+kver=$(cat "$kdir/kver")
+echo "vm: kernel $kver ($(cat "$kdir/.ready")), prepared in $(secs "$t_prep" "$(now)") s"
+
+# ------------------------------------------------------------------ results folder
+stamp=$(date -u +%Y%m%d-%H%M%S)
+res=$build/vm-results/$stamp-$mode
+n=1; while [ -e "$res" ]; do res=$build/vm-results/$stamp-$mode-$n; n=$((n + 1)); done
+mkdir -p "$res/logs" || die "cannot create $res"
+ln -sfn "$(basename "$res")" "$build/vm-results/latest"
+: >"$res/results.txt"; : >"$res/events.txt"
+
+groups_arg=""
+for g in "${selected[@]}"; do groups_arg="$groups_arg $g=${group_path[$g]}"; done
+{
+  q() { printf '%s=%q\n' "$1" "$2"; }
+  q OV_KROOT "$kdir/root"; q OV_KVER "$kver"
+  q OV_MODE "$mode"; q OV_LIB_DIR "$lib_dir"; q OV_PRELOAD "$preload"
+  q OV_REPO "$repo"; q OV_BUILD_DIR "$ov_build_dir"
+  q OV_RESULTS "$res"
+  q RXE_DEV rxe0; q RXE_IP 10.77.0.1; q SIW_DEV siw0; q SIW_IP 10.77.1.1
+  q OV_GROUPS "${groups_arg# }"
+  q OV_TEST_TIMEOUT "$test_timeout"; q OV_GROUP_TIMEOUT "$((timeout_s - 20))"
+  q OV_DEBUG_HANG "${hang:-0}"
+} >"$res/guest.env"
+
+# ------------------------------------------------------------------ boot
+case $res in *[[:space:]]*) die "results path '$res' contains white space" ;; esac
+qpid="" qemu_real=""
+cleanup() {
+  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+    kill -TERM "$qpid" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$qpid" 2>/dev/null || break; sleep 0.5; done
+    qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
+    [ -n "$qemu_real" ] && kill -KILL "$qemu_real" 2>/dev/null
+    kill -KILL "$qpid" 2>/dev/null
+    wait "$qpid" 2>/dev/null
+  fi
+}
+trap 'cleanup' EXIT
+trap 'cleanup; exit 130' INT TERM
+
+echo "vm: mode $mode${lib_dir:+, library $lib_dir}; groups: ${selected[*]}"
+echo "vm: results in $res"
+kernel_image=$kdir/vmlinuz
+[ -f "$kdir/vmlinux" ] && kernel_image=$kdir/vmlinux   # direct (PVH) boot, see prepare-kernel.sh
+t_qemu=$(now)
+# Backstop: even if this script is killed outright, qemu dies shortly after the limit.
+timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
+  -name openverbs-vm -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
+  -nodefaults -no-user-config -display none -no-reboot \
+  -pidfile "$res/qemu.pid" \
+  -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res" \
+  -chardev file,id=con,path="$res/console.log" -serial chardev:con \
+  -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
+  -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+  -fsdev local,id=results,path="$res",security_model=none,multidevs=remap \
+  -device virtio-9p-pci,fsdev=results,mount_tag=results \
+  >"$res/qemu.log" 2>&1 </dev/null &
+qpid=$!
+
+printed=0 t_rxe="" verdict="" stage2=0
+show_new() {
+  local lines i
+  mapfile -t lines <"$res/results.txt"
+  for ((i = printed; i < ${#lines[@]}; i++)); do echo "${lines[i]}"; done
+  printed=${#lines[@]}
+}
+while kill -0 "$qpid" 2>/dev/null; do
+  show_new
+  if [ "$stage2" = 0 ] && grep -q '^STAGE2 ' "$res/events.txt"; then stage2=1; fi
+  if [ -z "$t_rxe" ] && grep -q '^RXE0 ' "$res/events.txt"; then
+    t_rxe=$(now)
+    echo "vm: qemu start to rxe0: $(secs "$t_qemu" "$t_rxe") s (guest uptime $(sed -n 's/^RXE0 //p' "$res/events.txt") s)"
+  fi
+  el=$(( ($(now) - t_qemu) / 1000000 ))
+  if [ "$stage2" = 0 ] && [ "$el" -ge "$boot_timeout" ]; then
+    verdict="guest did not reach stage 2 within ${boot_timeout}s (console: $res/console.log)"; break
+  fi
+  if [ "$el" -ge "$timeout_s" ]; then
+    verdict="guest still running after ${timeout_s}s: killed (console: $res/console.log)"; break
+  fi
+  sleep 0.2
+done
+if [ -n "$verdict" ]; then
+  cleanup
+else
+  wait "$qpid"; qrc=$?
+  [ "$qrc" = 0 ] || verdict="qemu exited with status $qrc (log: $res/qemu.log)"
+fi
+qpid=""
+show_new
+t_end=$(now)
+
+# ------------------------------------------------------------------ verdict
+fail_line() { echo "FAIL $1 $(secs "$t_qemu" "$t_end") ($2)" | tee -a "$res/results.txt"; }
+if ! grep -q '^DONE ' "$res/events.txt"; then
+  [ -n "$verdict" ] || verdict="guest stopped before finishing (console: $res/console.log)"
+  fail_line vm/run "$verdict"
+  grep -h 'OV-STAGE[12]-FAILED' "$res/console.log" 2>/dev/null | head -n3 | sed 's/^/vm: /'
+  tail -n 5 "$res/console.log" 2>/dev/null | sed 's/^/vm: console: /'
+fi
+if grep -q '^FAIL setup/' "$res/results.txt"; then :; else
+  for g in "${selected[@]}"; do
+    grep -q "^GROUP $g " "$res/events.txt" || fail_line "$g/not-run" "group did not run to completion"
+  done
+fi
+# A left-over qemu would be a harness bug: say so loudly.
+qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
+if [ -n "$qemu_real" ] && [ -d "/proc/$qemu_real" ] && grep -q qemu "/proc/$qemu_real/comm" 2>/dev/null; then
+  kill -KILL "$qemu_real" 2>/dev/null
+  fail_line vm/cleanup "qemu pid $qemu_real outlived the run and was killed"
+fi
+
+npass=$(grep -c '^PASS ' "$res/results.txt")
+nfail=$(grep -c '^FAIL ' "$res/results.txt")
+nxfail=$(grep -c '^XFAIL ' "$res/results.txt")
+nskip=$(grep -c '^SKIP ' "$res/results.txt")
+{
+  echo "kernel $kver; mode $mode${lib_dir:+ ($lib_dir)}"
+  [ -n "$t_rxe" ] && echo "qemu start to rxe0: $(secs "$t_qemu" "$t_rxe") s"
+  echo "guest run: $(secs "$t_qemu" "$t_end") s; total wall time: $(secs "$t_start" "$t_end") s"
+} | tee "$res/summary.txt" | sed 's/^/vm: /'
+summary="$npass passed, $nfail failed"
+[ "$nxfail" -gt 0 ] && summary="$summary, $nxfail expected failures"
+[ "$nskip" -gt 0 ] && summary="$summary, $nskip skipped"
+echo "$summary" | tee -a "$res/summary.txt"
+if [ "$nfail" -gt 0 ] || [ "$npass" = 0 ]; then exit 1; fi
+exit 0
