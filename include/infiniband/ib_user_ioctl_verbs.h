@@ -20,13 +20,13 @@
 
 /*
  * rdma-core 44 knows one driver id more than the Linux 6.1 uapi: the
- * Microsoft Azure Network Adapter (added to the kernel in 6.2).  Older
- * uapi headers get it here with the same value; newer ones define it.
+ * Microsoft Azure Network Adapter (added to the kernel's enum rdma_driver_id
+ * in 6.2).  With an older uapi header it is supplied here, with the same
+ * value and, so that C++ code can store it in an enum rdma_driver_id, the
+ * same type.  Newer uapi headers define the enumerator themselves.
  */
 #if !defined(LINUX_VERSION_CODE) || LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
-enum {
-	RDMA_DRIVER_MANA = 20,
-};
+#define RDMA_DRIVER_MANA ((enum rdma_driver_id)20)
 #endif
 
 #endif /* OPENVERBS_INFINIBAND_IB_USER_IOCTL_VERBS_H */
