@@ -558,12 +558,14 @@ enum {
 
 /* Every wc_flags bit the library accepts in ibv_create_cq_ex(3). */
 enum {
-	IBV_CREATE_CQ_SUP_WC_FLAGS = IBV_WC_STANDARD_FLAGS |
-				     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-				     IBV_WC_EX_WITH_CVLAN |
-				     IBV_WC_EX_WITH_FLOW_TAG |
-				     IBV_WC_EX_WITH_TM_INFO |
-				     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+	/* int operands: C++20 deprecates "|" between different enum types */
+	IBV_CREATE_CQ_SUP_WC_FLAGS =
+		(int)IBV_WC_STANDARD_FLAGS |
+		(int)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+		(int)IBV_WC_EX_WITH_CVLAN |
+		(int)IBV_WC_EX_WITH_FLOW_TAG |
+		(int)IBV_WC_EX_WITH_TM_INFO |
+		(int)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
 };
 
 /* ibv_wc.wc_flags */
