@@ -2312,6 +2312,7 @@ static inline struct ibv_device **__ibv_get_device_list(int *num_devices)
 #define ibv_get_device_list(num_devices) __ibv_get_device_list(num_devices)
 #endif
 
+/* Releases a list from ibv_get_device_list() (ibv_get_device_list(3)). */
 void ibv_free_device_list(struct ibv_device **list);
 
 /* Kernel name of the device, e.g. "mlx5_0" (ibv_get_device_name(3)). */
@@ -2361,6 +2362,10 @@ void ibv_unimport_dm(struct ibv_dm *dm);
 int ibv_get_async_event(struct ibv_context *context,
 			struct ibv_async_event *event);
 
+/*
+ * Acknowledges an event from ibv_get_async_event(); destroying the object
+ * it names waits for all its events to be acknowledged.
+ */
 void ibv_ack_async_event(struct ibv_async_event *event);
 
 /* ibv_query_device(3): 0 or an errno value. */
@@ -2403,7 +2408,7 @@ static inline int ___ibv_query_port(struct ibv_context *context,
 int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
 		  int index, union ibv_gid *gid);
 
-/* The size-aware entry points behind ibv_query_gid_ex/_table. */
+/* Size-aware entry point behind ibv_query_gid_ex() (IBVERBS_1.11). */
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		      uint32_t gid_index, struct ibv_gid_entry *entry,
 		      uint32_t flags, size_t entry_size);
@@ -2420,6 +2425,7 @@ static inline int ibv_query_gid_ex(struct ibv_context *context,
 				 sizeof(*entry));
 }
 
+/* Size-aware entry point behind ibv_query_gid_table() (IBVERBS_1.11). */
 ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     struct ibv_gid_entry *entries, size_t max_entries,
 			     uint32_t flags, size_t entry_size);
@@ -3167,8 +3173,10 @@ enum ibv_fork_status ibv_is_fork_initialized(void);
 /* Printable names (ibv_node_type_str(3) and friends); never NULL. */
 const char *ibv_node_type_str(enum ibv_node_type node_type);
 
+/* Name of a port state (ibv_port_state_str(3)); never NULL. */
 const char *ibv_port_state_str(enum ibv_port_state port_state);
 
+/* Description of an event type (ibv_event_type_str(3)); never NULL. */
 const char *ibv_event_type_str(enum ibv_event_type event);
 
 #define ETHERNET_LL_SIZE 6
