@@ -17,7 +17,7 @@ for p in "${OV_BUILD_DIR:+$OV_BUILD_DIR/bin/umad_probe}" "$OV_REPO/build/bin/uma
   [ -n "$p" ] && [ -x "$p" ] && { probe=$p; break; }
 done
 debian() { env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@"; }
-mask() { sed -e 's/\[[0-9]*\]/[PID]/g'; }
+mask() { sed -e 's/ibwarn: \[[0-9]*\]/ibwarn: [PID]/g'; }
 
 # same NAME -- CMD...: PASS when CMD prints the same with both libraries.
 same() {
@@ -43,6 +43,17 @@ fi
 if [ ! -d "$sys" ]; then
   ov_result FAIL sysfs "$t0" "($sys missing: no $d in the guest)"
   exit 1
+fi
+
+# 0. The programs really load the library under test (Debian's in baseline).
+t0=$(ov_now); log=$OV_LOGDIR/library-under-test.log
+want_lib=/usr/lib/x86_64-linux-gnu/libibumad.so.3
+[ "${OV_MODE:-}" != baseline ] && [ -n "${OV_LIB_DIR:-}" ] && want_lib=$OV_LIB_DIR/libibumad.so.3
+LD_TRACE_LOADED_OBJECTS=1 "$probe" > "$log" 2>&1
+if grep -q "libibumad.so.3 => $want_lib \|^[[:space:]]*$want_lib " "$log"; then
+  ov_result PASS library-under-test "$t0"
+else
+  ov_result FAIL library-under-test "$t0" "($want_lib not loaded; log $log)"
 fi
 
 # 1. umad_get_port(rxe0, 1) against sysfs, field by field.
