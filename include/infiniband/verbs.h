@@ -3015,9 +3015,10 @@ ibv_modify_qp_rate_limit(struct ibv_qp *qp,
 }
 
 /*
- * ibv_query_qp_data_in_order(3): whether data of operation op is written
- * to memory in order; a bit set of enum ibv_query_qp_data_in_order_caps
- * when flags has IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS, otherwise 1/0.
+ * ibv_query_qp_data_in_order(3): 1 when the data of one operation of type
+ * op (RDMA read, RDMA write or send) arriving at qp is written to memory in
+ * order, so that the CPU may poll the data instead of the completion; 0
+ * otherwise.  flags must be 0.
  */
 int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
 			       uint32_t flags);
