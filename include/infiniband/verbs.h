@@ -3184,7 +3184,8 @@ const char *ibv_event_type_str(enum ibv_event_type event);
 
 /*
  * RoCE: resolves the destination MAC (ETHERNET_LL_SIZE bytes) and VLAN id
- * of attr's GID through the kernel's neighbour tables; 0 or an errno value.
+ * of attr's GID through the kernel's neighbour tables; 0 on success,
+ * non-zero on failure.
  */
 int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 				struct ibv_ah_attr *attr,
