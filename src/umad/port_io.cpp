@@ -11,6 +11,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 namespace ov::umad {
@@ -33,21 +34,36 @@ uint8_t qpn_for_class(int mgmt_class) noexcept
 }
 
 // The ABI of the umad device from <sys>/class/infiniband_mad/abi_version;
-// 0 when unreadable or older than IB_UMAD_ABI_VERSION.
+// 0 when unreadable or older than IB_UMAD_ABI_VERSION.  Like rdma-core, the
+// answer (and so the one warning) is kept for the life of the process; it is
+// read again only when the sysfs root override changes (tests).
 unsigned abi_version() noexcept
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char cached_dir[kPathMax];
+	static bool cached = false;
+	static unsigned cached_value = 0;
+
 	char dir[kPathMax];
-	unsigned v = 0;
 	if (!make_path(dir, sizeof(dir), "%s/class/infiniband_mad", sys_root()))
 		return 0;
-	if (read_uint(dir, IB_UMAD_ABI_FILE, &v) < 0) {
-		int e = errno;
-		warn("get_abi_version",
-		     "can't read ABI version from %s/%s (%s): is ib_umad module loaded?", dir,
-		     IB_UMAD_ABI_FILE, strerror(e));
-		return 0;
+	pthread_mutex_lock(&lock);
+	if (!cached || strcmp(dir, cached_dir)) {
+		unsigned v = 0;
+		if (read_uint(dir, IB_UMAD_ABI_FILE, &v) < 0) {
+			int e = errno;
+			warn("get_abi_version",
+			     "can't read ABI version from %s/%s (%s): is ib_umad module loaded?",
+			     dir, IB_UMAD_ABI_FILE, strerror(e));
+			v = 0;
+		}
+		cached_value = v < IB_UMAD_ABI_VERSION ? 0 : v;
+		snprintf(cached_dir, sizeof(cached_dir), "%s", dir);
+		cached = true;
 	}
-	return v < IB_UMAD_ABI_VERSION ? 0 : v;
+	unsigned v = cached_value;
+	pthread_mutex_unlock(&lock);
+	return v;
 }
 
 int dev_poll(int fd, int timeout_ms) noexcept

@@ -152,6 +152,16 @@ static int do_sysfs(void)
 		for (int p = 0; p <= 3; p++)
 			probe_issm(cas[i], p);
 	probe_issm("nosuchdev", 1);
+
+	/* No /dev/infiniband in the test's namespace: the error paths. */
+	int fd = umad_open_port(NULL, 0);
+	printf("open_port(NULL, 0) = %d size %zu\n", fd < 0 ? fd : 0, umad_size());
+	fd = umad_open_port("nosuchdev", 1);
+	printf("open_port(nosuchdev, 1) = %d\n", fd < 0 ? fd : 0);
+	if (cas[0][0]) {
+		fd = umad_open_port(cas[0], 0);
+		printf("open_port(%s, 0) = %d\n", cas[0], fd < 0 ? fd : 0);
+	}
 	printf("done = %d\n", umad_done());
 	return 0;
 }
