@@ -47,10 +47,10 @@ fi
 
 # 0. The programs really load the library under test (Debian's in baseline).
 t0=$(ov_now); log=$OV_LOGDIR/library-under-test.log
-want_lib=/usr/lib/x86_64-linux-gnu/libibumad.so.3
+want_lib='(/usr)?/lib/x86_64-linux-gnu/libibumad\.so\.3' # Debian's (usrmerge)
 [ "${OV_MODE:-}" != baseline ] && [ -n "${OV_LIB_DIR:-}" ] && want_lib=$OV_LIB_DIR/libibumad.so.3
 LD_TRACE_LOADED_OBJECTS=1 "$probe" > "$log" 2>&1
-if grep -q "libibumad.so.3 => $want_lib \|^[[:space:]]*$want_lib " "$log"; then
+if grep -qE "libibumad\.so\.3 => $want_lib |^[[:space:]]*$want_lib " "$log"; then
   ov_result PASS library-under-test "$t0"
 else
   ov_result FAIL library-under-test "$t0" "($want_lib not loaded; log $log)"
