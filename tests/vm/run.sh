@@ -170,14 +170,16 @@ for g in "${selected[@]}"; do groups_arg="$groups_arg $g=${group_path[$g]}"; don
 } >"$res/guest.env"
 
 # ------------------------------------------------------------------ boot
-case $res in *[[:space:]]*) die "results path '$res' contains white space" ;; esac
+case "$res$kdir$here" in *[[:space:]]*) die "paths with white space cannot go on the kernel command line: $res $kdir $here" ;; esac
 qpid="" qemu_real=""
 cleanup() {
   if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
     kill -TERM "$qpid" 2>/dev/null
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$qpid" 2>/dev/null || break; sleep 0.5; done
-    qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
-    [ -n "$qemu_real" ] && kill -KILL "$qemu_real" 2>/dev/null
+    [ -n "$qemu_real" ] || qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
+    if [ -n "$qemu_real" ] && grep -q qemu "/proc/$qemu_real/comm" 2>/dev/null; then
+      kill -KILL "$qemu_real" 2>/dev/null
+    fi
     kill -KILL "$qpid" 2>/dev/null
     wait "$qpid" 2>/dev/null
   fi
@@ -196,7 +198,7 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
@@ -204,6 +206,9 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -device virtio-9p-pci,fsdev=results,mount_tag=results \
   >"$res/qemu.log" 2>&1 </dev/null &
 qpid=$!
+for _ in $(seq 50); do [ -s "$res/qemu.pid" ] || ! kill -0 "$qpid" 2>/dev/null && break; sleep 0.1; done
+qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
+echo "vm: qemu pid ${qemu_real:-unknown}"
 
 printed=0 t_rxe="" verdict="" stage2=0
 show_new() {
@@ -252,7 +257,6 @@ if grep -q '^FAIL setup/' "$res/results.txt"; then :; else
   done
 fi
 # A left-over qemu would be a harness bug: say so loudly.
-qemu_real=$(cat "$res/qemu.pid" 2>/dev/null || true)
 if [ -n "$qemu_real" ] && [ -d "/proc/$qemu_real" ] && grep -q qemu "/proc/$qemu_real/comm" 2>/dev/null; then
   kill -KILL "$qemu_real" 2>/dev/null
   fail_line vm/cleanup "qemu pid $qemu_real outlived the run and was killed"
