@@ -1,0 +1,1120 @@
+// openverbs software RDMA device: the data path.
+//
+// The requester is the DMA engine: post_send executes each work request in
+// the caller's thread. It checks the responder's QP, memory keys and access
+// rights in the shared tables, then moves the bytes straight between the two
+// address spaces with process_vm_writev/process_vm_readv (memcpy within one
+// process), takes receive WQEs from the responder's shared receive ring and
+// writes the responder's completion into the responder's shared CQ ring.
+// Every check happens before the first byte moves, so a refused access
+// leaves the target memory untouched. Work that must wait (RNR, a responder
+// not yet ready) stays queued in order and is retried by the context's
+// progress thread, by later posts and by polls.
+#include "soft.h"
+#include "log.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+uint64_t now_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// IB "RNR NAK timer" field values, in units of 10 microseconds (value 0
+// means 655.36 ms). Source: InfiniBand Architecture Specification, table of
+// RNR timer encodings (also ibv_modify_qp(3), min_rnr_timer).
+static const uint32_t kRnrTimer10us[32] = {
+	65536, 1,    2,    3,    4,    6,    8,    12,   16,    24,    32,
+	48,    64,   96,   128,  192,  256,  384,  512,  768,   1024,  1536,
+	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+
+static inline int32_t my_pid()
+{
+	static thread_local int32_t cached;
+	static thread_local int32_t check;
+	// getpid() is cheap but not free; re-check after fork via the parent pid.
+	int32_t pp = getppid();
+	if (!cached || check != pp) {
+		cached = getpid();
+		check = pp;
+	}
+	return cached;
+}
+
+// ------------------------------------------------------------------ keys
+
+// Copies the live entry of `key` into out. False if the key is unknown.
+static bool key_lookup(Segment *seg, uint32_t key, MrEntry &out)
+{
+	uint32_t slot = (key >> 8) - 1;
+	if ((key >> 8) == 0 || slot >= kMaxMrs)
+		return false;
+	MrEntry &e = seg->hdr->mrs[slot];
+	uint32_t kind = e.kind.load(std::memory_order_acquire);
+	if (kind == KEY_FREE || e.key != key)
+		return false;
+	out.kind.store(kind, std::memory_order_relaxed);
+	out.key = e.key;
+	out.owner = e.owner;
+	out.owner_pid = e.owner_pid;
+	out.pd_id = e.pd_id;
+	out.access = e.access;
+	out.addr = e.addr;
+	out.iova = e.iova;
+	out.length = e.length;
+	out.mw_type = e.mw_type;
+	out.parent = e.parent;
+	out.bound_qpn = e.bound_qpn;
+	std::atomic_thread_fence(std::memory_order_acquire);
+	return e.kind.load(std::memory_order_relaxed) == kind && e.key == key;
+}
+
+static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
+{
+	if (addr < m.iova)
+		return false;
+	uint64_t off = addr - m.iova;
+	return off <= m.length && len <= m.length - off;
+}
+
+struct Iov {
+	struct iovec v[kMaxSge + 2];
+	int n = 0;
+	uint64_t len = 0;
+};
+
+// Resolves my own SGE list. need_write: the operation writes local memory.
+static enum ibv_wc_status resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
+{
+	if (w.inline_len) {
+		out.v[0].iov_base = const_cast<uint8_t *>(w.inline_data);
+		out.v[0].iov_len = w.inline_len;
+		out.n = 1;
+		out.len = w.inline_len;
+		return IBV_WC_SUCCESS;
+	}
+	Segment *seg = qp->ctx->seg;
+	for (uint32_t i = 0; i < w.num_sge; i++) {
+		const struct ibv_sge &s = w.sge[i];
+		if (!s.length)
+			continue;
+		MrEntry m;
+		if (!key_lookup(seg, s.lkey, m) || m.kind.load() != KEY_MR ||
+		    m.owner != seg->my_proc || m.owner_pid != my_pid())
+			return IBV_WC_LOC_PROT_ERR;
+		if (m.pd_id != qp->pd_id && qp->pd_id)
+			return IBV_WC_LOC_PROT_ERR;
+		if (!range_ok(m, s.addr, s.length))
+			return IBV_WC_LOC_PROT_ERR;
+		if (need_write && !(m.access & IBV_ACCESS_LOCAL_WRITE))
+			return IBV_WC_LOC_PROT_ERR;
+		out.v[out.n].iov_base = reinterpret_cast<void *>(m.addr + (s.addr - m.iova));
+		out.v[out.n].iov_len = s.length;
+		out.n++;
+		out.len += s.length;
+		if (out.len > kMaxMsgSize)
+			return IBV_WC_LOC_LEN_ERR;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+// Copies between my memory (local) and process pid's memory (remote).
+// Returns 0, ESRCH (process gone) or EFAULT.
+static int move_bytes(int32_t pid, const struct iovec *local, int nl, const struct iovec *remote,
+		      int nr, bool to_remote)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < nl; i++)
+		total += local[i].iov_len;
+	if (!total)
+		return 0;
+	if (pid == my_pid()) {
+		int li = 0, ri = 0;
+		size_t lo = 0, ro = 0;
+		while (li < nl && ri < nr) {
+			size_t n = std::min(local[li].iov_len - lo, remote[ri].iov_len - ro);
+			auto *l = static_cast<uint8_t *>(local[li].iov_base) + lo;
+			auto *r = static_cast<uint8_t *>(remote[ri].iov_base) + ro;
+			if (n) {
+				if (to_remote)
+					memmove(r, l, n);
+				else
+					memmove(l, r, n);
+			}
+			lo += n;
+			ro += n;
+			if (lo == local[li].iov_len) {
+				li++;
+				lo = 0;
+			}
+			if (ri < nr && ro == remote[ri].iov_len) {
+				ri++;
+				ro = 0;
+			}
+		}
+		return 0;
+	}
+	ssize_t n = to_remote ? process_vm_writev(pid, local, nl, remote, nr, 0)
+			      : process_vm_readv(pid, local, nl, remote, nr, 0);
+	if (n < 0)
+		return errno == ESRCH ? ESRCH : EFAULT;
+	if (uint64_t(n) != total)
+		return EFAULT;
+	return 0;
+}
+
+// ------------------------------------------------------------------ completions
+
+void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t element,
+		  uint32_t type)
+{
+	struct ib_uverbs_async_event_desc d = {};
+	d.element = element;
+	d.event_type = type;
+	int rc = notify_pipe(pid, fd, ino, &d, sizeof(d));
+	if (rc)
+		softlog(3, "soft%d: async event %u for pid %d not delivered: %s", seg->index, type,
+			pid, strerror(rc));
+}
+
+int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited)
+{
+	if (cq_slot >= kMaxCqs)
+		return EINVAL;
+	CqEntry &c = seg->hdr->cqs[cq_slot];
+	if (c.slot.load(std::memory_order_acquire) != SLOT_LIVE)
+		return ESTALE;
+	RingHeader *r = seg->ring(c.ring);
+	if (!r)
+		return EPROTO;
+	uint64_t pos;
+	void *cell = ring_claim(r, &pos);
+	if (!cell) {
+		if (!c.overflow.exchange(1))
+			async_notify(seg, c.owner_pid, c.async_fd, c.async_ino, c.user_handle,
+				     IBV_EVENT_CQ_ERR);
+		return ENOSPC;
+	}
+	auto *cc = static_cast<CqeCell *>(cell);
+	cc->wc = wc;
+	cc->solicited = solicited;
+	ring_publish(r, cell, pos);
+	uint32_t a = c.armed.load(std::memory_order_acquire);
+	if (a && (a == 1 || solicited || wc.status != IBV_WC_SUCCESS) &&
+	    c.armed.compare_exchange_strong(a, 0)) {
+		struct ib_uverbs_comp_event_desc ev = {};
+		ev.cq_handle = c.user_handle;
+		int rc = notify_pipe(c.owner_pid, c.channel_fd, c.channel_ino, &ev, sizeof(ev));
+		if (rc)
+			softlog(3, "soft%d: completion event not delivered: %s", seg->index,
+				strerror(rc));
+	}
+	return 0;
+}
+
+static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+static void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+{
+	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
+		return;
+	struct ibv_wc wc = {};
+	wc.wr_id = w.wr_id;
+	wc.status = st;
+	wc.opcode = send_wc_opcode(w.opcode);
+	wc.qp_num = qp->qpn;
+	wc.byte_len = len;
+	cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+}
+
+void flush_rq(SoftQp *qp)
+{
+	if (!qp->rq || !qp->rcq)
+		return;
+	uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	while (ring_pop(qp->rq, buf, sizeof(RecvWqe))) {
+		auto *wqe = reinterpret_cast<RecvWqe *>(buf);
+		struct ibv_wc wc = {};
+		wc.wr_id = wqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = qp->qpn;
+		cq_push(qp->ctx->seg, qp->rcq->slot, wc, false);
+	}
+}
+
+// Caller holds qp->sq_lock.
+void qp_to_error(SoftQp *qp, bool fatal_event)
+{
+	Segment *seg = qp->ctx->seg;
+	QpEntry &e = seg->hdr->qps[qp->slot];
+	e.state.store(IBV_QPS_ERR, std::memory_order_release);
+	qp->vqp.qp.state = IBV_QPS_ERR;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	while (qp->sq_count) {
+		SoftWr &w = qp->sq[qp->sq_head];
+		struct ibv_wc wc = {};
+		wc.wr_id = w.wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = send_wc_opcode(w.opcode);
+		wc.qp_num = qp->qpn;
+		if (qp->scq)
+			cq_push(seg, qp->scq->slot, wc, false);
+		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
+		qp->sq_count--;
+	}
+	flush_rq(qp);
+	qp->flushed = true;
+	SoftContext *ctx = qp->ctx;
+	if (qp->srq)
+		async_notify(seg, my_pid(), ctx->vctx.context.async_fd, ctx->async_ino,
+			     uint64_t(uintptr_t(&qp->vqp.qp)), IBV_EVENT_QP_LAST_WQE_REACHED);
+	if (fatal_event)
+		async_notify(seg, my_pid(), ctx->vctx.context.async_fd, ctx->async_ino,
+			     uint64_t(uintptr_t(&qp->vqp.qp)), IBV_EVENT_QP_FATAL);
+}
+
+// ------------------------------------------------------------------ delivery
+
+struct Msg {
+	const struct iovec *src;
+	int nsrc;
+	uint64_t len;       // bytes placed in the receive buffer
+	uint32_t byte_len;  // reported in the receive completion
+	enum ibv_wc_opcode opcode;
+	uint32_t wc_flags;
+	uint32_t imm;
+	bool solicited;
+	uint32_t src_qp;
+	uint16_t slid;
+	uint8_t sl;
+	bool ud;
+	const uint8_t *grh; // UD: 40 bytes, or nullptr
+};
+
+enum DeliverResult { DV_OK, DV_NO_WQE, DV_GONE, DV_LEN_ERR, DV_PROT_ERR };
+
+static void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring)
+{
+	uint32_t lim = s.limit.load(std::memory_order_acquire);
+	if (lim && ring_count(ring) < lim && s.limit.compare_exchange_strong(lim, 0))
+		async_notify(seg, s.owner_pid, s.async_fd, s.async_ino, s.user_handle,
+			     IBV_EVENT_SRQ_LIMIT_REACHED);
+}
+
+static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq,
+			     const Msg &m, bool connected)
+{
+	RingHeader *ring;
+	uint32_t cq_slot;
+	SrqEntry *srq = nullptr;
+	if (xsrq) {
+		srq = xsrq;
+		cq_slot = srq->cq - 1;
+	} else if (d.srq) {
+		if (d.srq - 1 >= kMaxSrqs)
+			return DV_GONE;
+		srq = &seg->hdr->srqs[d.srq - 1];
+		cq_slot = d.recv_cq - 1;
+	} else {
+		cq_slot = d.recv_cq - 1;
+	}
+	if (srq) {
+		if (srq->slot.load() != SLOT_LIVE || srq->error.load())
+			return DV_GONE;
+		ring = seg->ring(srq->ring);
+	} else {
+		ring = seg->ring(d.rq_ring);
+	}
+	if (!ring)
+		return DV_GONE;
+	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	if (!ring_pop(ring, buf, sizeof(buf)))
+		return DV_NO_WQE;
+	if (srq)
+		srq_limit_check(seg, *srq, ring);
+	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
+	uint32_t nsge = wqe->num_sge;
+	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
+	if (nsge > fit || nsge > kMaxSge)
+		nsge = 0; // damaged entry: treated as an empty buffer list
+	int32_t rpid = srq ? srq->owner_pid : d.owner_pid;
+	uint32_t rowner = srq ? srq->owner : d.owner;
+	uint32_t rpd = srq ? srq->pd_id : d.pd_id;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	Iov dst;
+	uint64_t cap = 0;
+	for (uint32_t i = 0; i < nsge && st == IBV_WC_SUCCESS; i++) {
+		const struct ibv_sge &s = wqe->sge[i];
+		if (!s.length)
+			continue;
+		MrEntry mr;
+		if (!key_lookup(seg, s.lkey, mr) || mr.kind.load() != KEY_MR ||
+		    mr.owner != rowner || mr.owner_pid != rpid ||
+		    (rpd && mr.pd_id != rpd) || !range_ok(mr, s.addr, s.length) ||
+		    !(mr.access & IBV_ACCESS_LOCAL_WRITE)) {
+			st = IBV_WC_LOC_PROT_ERR;
+			break;
+		}
+		dst.v[dst.n].iov_base = reinterpret_cast<void *>(mr.addr + (s.addr - mr.iova));
+		dst.v[dst.n].iov_len = s.length;
+		dst.n++;
+		cap += s.length;
+	}
+	uint64_t need = m.len + (m.ud ? 40 : 0);
+	if (st == IBV_WC_SUCCESS && need > cap)
+		st = IBV_WC_LOC_LEN_ERR;
+	if (st == IBV_WC_SUCCESS && need) {
+		// Build the destination list: skip or fill the 40-byte GRH area first.
+		struct iovec src[kMaxSge + 2];
+		int ns = 0;
+		Iov tgt = dst;
+		if (m.ud) {
+			uint64_t skip = 40;
+			if (m.grh) {
+				src[ns].iov_base = const_cast<uint8_t *>(m.grh);
+				src[ns].iov_len = 40;
+				ns++;
+			} else {
+				// Drop the first 40 bytes of the destination list.
+				int i = 0;
+				while (skip && i < tgt.n) {
+					size_t take = std::min<uint64_t>(skip, tgt.v[i].iov_len);
+					tgt.v[i].iov_base = static_cast<uint8_t *>(tgt.v[i].iov_base) + take;
+					tgt.v[i].iov_len -= take;
+					skip -= take;
+					if (!tgt.v[i].iov_len)
+						i++;
+				}
+				int k = 0;
+				for (int j = i; j < tgt.n; j++)
+					tgt.v[k++] = tgt.v[j];
+				tgt.n = k;
+			}
+		}
+		for (int i = 0; i < m.nsrc; i++)
+			src[ns++] = m.src[i];
+		int rc = move_bytes(rpid, src, ns, tgt.v, tgt.n, true);
+		if (rc == ESRCH)
+			return DV_GONE;
+		if (rc)
+			st = IBV_WC_LOC_PROT_ERR;
+	}
+	struct ibv_wc wc = {};
+	wc.wr_id = wqe->wr_id;
+	wc.status = st;
+	wc.opcode = m.opcode;
+	wc.byte_len = st == IBV_WC_SUCCESS ? uint32_t(m.byte_len + (m.ud ? 40 : 0)) : 0;
+	wc.imm_data = m.imm;
+	wc.qp_num = dqpn;
+	wc.src_qp = m.src_qp;
+	wc.wc_flags = m.wc_flags | ((m.ud && m.grh) ? IBV_WC_GRH : 0);
+	wc.slid = m.slid;
+	wc.sl = m.sl;
+	cq_push(seg, cq_slot, wc, m.solicited);
+	if (st != IBV_WC_SUCCESS) {
+		if (connected) {
+			d.state.store(IBV_QPS_ERR);
+			d.remote_error.store(1);
+		}
+		return st == IBV_WC_LOC_LEN_ERR ? DV_LEN_ERR : DV_PROT_ERR;
+	}
+	return DV_OK;
+}
+
+// Checks an rkey on the responder QP d for [addr, addr+len) and `need`
+// (IBV_ACCESS_REMOTE_*); returns the responder's virtual address.
+static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
+		       uint64_t len, uint32_t need, uint64_t *va)
+{
+	MrEntry m;
+	if (!key_lookup(seg, rkey, m))
+		return false;
+	if (m.owner_pid != d.owner_pid)
+		return false;
+	if (d.pd_id && m.pd_id != d.pd_id)
+		return false;
+	if (!(m.access & need) || !(d.access & need))
+		return false;
+	if (m.kind.load() == KEY_MW) {
+		if (!m.parent)
+			return false; // unbound window
+		if (m.mw_type == IBV_MW_TYPE_2 && m.bound_qpn && m.bound_qpn != dqpn)
+			return false;
+		MrEntry p;
+		uint32_t ps = m.parent - 1;
+		if (ps >= kMaxMrs || seg->hdr->mrs[ps].kind.load() != KEY_MR ||
+		    !key_lookup(seg, seg->hdr->mrs[ps].key, p))
+			return false;
+	}
+	if (!range_ok(m, addr, len))
+		return false;
+	*va = m.addr + (addr - m.iova);
+	return true;
+}
+
+// ------------------------------------------------------------------ execution
+
+enum ExecResult { EX_DONE, EX_WAIT, EX_FAILED };
+
+static ExecResult retry_later(SoftQp *qp, SoftWr &w, bool rnr, uint32_t rnr_timer)
+{
+	int &left = rnr ? w.rnr_left : w.retry_left;
+	if (left == 0) {
+		complete_send(qp, w, rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR, 0);
+		return EX_FAILED;
+	}
+	if (left != 7 || !rnr)
+		left--;
+	uint64_t delay;
+	if (rnr) {
+		delay = uint64_t(kRnrTimer10us[rnr_timer & 31]) * 10000ull;
+	} else {
+		uint32_t t = qp->attr.timeout;
+		delay = t ? (4096ull << std::min<uint32_t>(t, 31)) : 1000000ull;
+		if (t == 0)
+			left = 7; // no timeout: retry for ever
+		delay = std::min<uint64_t>(delay, 100000000ull); // at most 100 ms per step
+	}
+	delay = std::max<uint64_t>(delay, 10000ull);
+	w.due_ns = now_ns() + delay;
+	return EX_WAIT;
+}
+
+static ExecResult exec_local(SoftQp *qp, SoftWr &w)
+{
+	Segment *seg = qp->ctx->seg;
+	if (w.opcode == IBV_WR_LOCAL_INV) {
+		MrEntry m;
+		if (!key_lookup(seg, w.imm, m) || m.kind.load() != KEY_MW || m.owner != seg->my_proc ||
+		    m.mw_type != IBV_MW_TYPE_2) {
+			complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
+			return EX_FAILED;
+		}
+		seg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
+		complete_send(qp, w, IBV_WC_SUCCESS, 0);
+		return EX_DONE;
+	}
+	// IBV_WR_BIND_MW
+	auto *mw = reinterpret_cast<SoftMw *>(w.mw);
+	const struct ibv_mw_bind_info &b = w.bind;
+	MrEntry mr;
+	MrEntry &me = seg->hdr->mrs[mw->slot];
+	bool ok = mw->slot < kMaxMrs && me.kind.load() == KEY_MW &&
+		  (w.bind_rkey >> 8) == (me.key >> 8);
+	if (ok && b.length) {
+		ok = b.mr && key_lookup(seg, b.mr->lkey, mr) && mr.kind.load() == KEY_MR &&
+		     mr.owner == seg->my_proc && (mr.access & IBV_ACCESS_MW_BIND) &&
+		     range_ok(mr, b.addr, b.length) && mr.pd_id == me.pd_id;
+		// Remote write/atomic through a window needs local write on the MR.
+		if (ok && (b.mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+		    !(mr.access & IBV_ACCESS_LOCAL_WRITE))
+			ok = false;
+	}
+	if (!ok) {
+		complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
+		return EX_FAILED;
+	}
+	me.kind.store(KEY_FREE, std::memory_order_release);
+	me.key = w.bind_rkey;
+	if (b.length) {
+		me.parent = (b.mr->lkey >> 8);
+		me.addr = mr.addr + (b.addr - mr.iova);
+		me.iova = b.addr;
+		me.length = b.length;
+		me.access = b.mw_access_flags;
+	} else {
+		me.parent = 0;
+		me.length = 0;
+	}
+	me.bound_qpn = me.mw_type == IBV_MW_TYPE_2 ? qp->attr.dest_qp_num : 0;
+	me.kind.store(KEY_MW, std::memory_order_release);
+	mw->mw.rkey = w.bind_rkey;
+	complete_send(qp, w, IBV_WC_SUCCESS, 0);
+	return EX_DONE;
+}
+
+static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
+{
+	Segment *seg = qp->ctx->seg;
+	Iov src;
+	enum ibv_wc_status st = resolve_local(qp, w, false, src);
+	if (st == IBV_WC_SUCCESS && src.len > kUdMtu)
+		st = IBV_WC_LOC_LEN_ERR;
+	if (st != IBV_WC_SUCCESS) {
+		complete_send(qp, w, st, 0);
+		return EX_FAILED;
+	}
+	uint32_t qkey = (w.remote_qkey & 0x80000000u) ? qp->attr.qkey : w.remote_qkey;
+	uint8_t grh[40];
+	const uint8_t *grhp = nullptr;
+	if (w.ah.is_global) {
+		memset(grh, 0, sizeof(grh));
+		uint32_t vtf = (6u << 28) | (uint32_t(w.ah.grh.traffic_class) << 20) |
+			       (w.ah.grh.flow_label & 0xfffff);
+		grh[0] = vtf >> 24;
+		grh[1] = vtf >> 16;
+		grh[2] = vtf >> 8;
+		grh[3] = vtf;
+		grh[4] = uint8_t(src.len >> 8);
+		grh[5] = uint8_t(src.len);
+		grh[6] = 0x1b; // next header: IBA
+		grh[7] = w.ah.grh.hop_limit;
+		uint64_t guid = device_guid(qp->ctx->index);
+		grh[8] = 0xfe;
+		grh[9] = 0x80;
+		for (int i = 0; i < 8; i++)
+			grh[16 + i] = uint8_t(guid >> (56 - 8 * i));
+		memcpy(grh + 24, w.ah.grh.dgid.raw, 16);
+		grhp = grh;
+	}
+	Msg m = {};
+	m.src = src.v;
+	m.nsrc = src.n;
+	m.len = src.len;
+	m.byte_len = uint32_t(src.len);
+	m.opcode = IBV_WC_RECV;
+	m.wc_flags = w.opcode == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0;
+	m.imm = w.imm;
+	m.solicited = w.send_flags & IBV_SEND_SOLICITED;
+	m.src_qp = qp->qpn;
+	m.slid = device_lid(qp->ctx->index);
+	m.sl = w.ah.sl;
+	m.ud = true;
+	m.grh = grhp;
+	auto try_one = [&](uint32_t qpn) {
+		uint32_t s = qpn - kQpnBase;
+		if (qpn < kQpnBase || s >= kMaxQps)
+			return;
+		QpEntry &d = seg->hdr->qps[s];
+		if (d.slot.load() != SLOT_LIVE || d.qp_type != IBV_QPT_UD)
+			return;
+		uint32_t ds = d.state.load();
+		if (ds != IBV_QPS_RTR && ds != IBV_QPS_RTS && ds != IBV_QPS_SQD)
+			return;
+		if (d.qkey != qkey)
+			return; // Q_Key violation: silently dropped
+		deliver(seg, d, qpn, nullptr, m, false);
+	};
+	bool mcast = w.ah.dlid >= 0xc000 && w.ah.dlid != 0xffff;
+	if (mcast || w.remote_qpn == 0xffffff) {
+		for (auto &g : seg->hdr->mcast) {
+			if (!g.in_use)
+				continue;
+			if (g.lid != w.ah.dlid &&
+			    !(w.ah.is_global && !memcmp(g.gid, w.ah.grh.dgid.raw, 16)))
+				continue;
+			for (uint32_t qpn : g.qpn)
+				if (qpn)
+					try_one(qpn);
+		}
+	} else if (w.ah.dlid == device_lid(qp->ctx->index) || w.ah.is_global) {
+		try_one(w.remote_qpn);
+	}
+	complete_send(qp, w, IBV_WC_SUCCESS, 0);
+	return EX_DONE;
+}
+
+static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
+{
+	Segment *seg = qp->ctx->seg;
+	if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV)
+		return exec_local(qp, w);
+	if (qp->type == IBV_QPT_UD)
+		return exec_ud(qp, w);
+
+	bool rc = qp->type != IBV_QPT_UC;
+	uint32_t dqpn = qp->attr.dest_qp_num;
+	uint32_t ds = dqpn - kQpnBase;
+	auto fail = [&](enum ibv_wc_status st) {
+		complete_send(qp, w, st, 0);
+		return EX_FAILED;
+	};
+	if (dqpn < kQpnBase || ds >= kMaxQps)
+		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	QpEntry &d = seg->hdr->qps[ds];
+	bool alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
+		     (d.owner_pid == my_pid() || qp->remote_pid != d.owner_pid ||
+		      kill(d.owner_pid, 0) == 0 || errno != ESRCH);
+	uint32_t want = qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : qp->type;
+	if (!alive || d.qp_type != want)
+		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	uint32_t dstate = d.state.load(std::memory_order_acquire);
+	if (dstate == IBV_QPS_ERR)
+		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	if (dstate != IBV_QPS_RTR && dstate != IBV_QPS_RTS && dstate != IBV_QPS_SQD &&
+	    dstate != IBV_QPS_SQE) {
+		// Responder not ready: its HCA would drop the packets; we retry.
+		if (!rc) {
+			complete_send(qp, w, IBV_WC_SUCCESS, 0);
+			return EX_DONE;
+		}
+		return retry_later(qp, w, false, 0);
+	}
+	if (qp->type == IBV_QPT_RC && d.dest_qpn != qp->qpn)
+		return fail(IBV_WC_RETRY_EXC_ERR); // not connected to us: packets dropped
+
+	SrqEntry *xsrq = nullptr;
+	if (qp->type == IBV_QPT_XRC_SEND) {
+		uint32_t ss = w.xrc_srqn - kSrqnBase;
+		if (w.xrc_srqn < kSrqnBase || ss >= kMaxSrqs)
+			return fail(IBV_WC_REM_INV_REQ_ERR);
+		xsrq = &seg->hdr->srqs[ss];
+		if (xsrq->slot.load() != SLOT_LIVE || xsrq->srq_type != IBV_SRQT_XRC ||
+		    xsrq->xrcd != d.xrcd)
+			return fail(IBV_WC_REM_INV_REQ_ERR);
+	}
+
+	Msg m = {};
+	m.src_qp = qp->qpn;
+	m.slid = device_lid(qp->ctx->index);
+	m.sl = qp->attr.ah_attr.sl;
+	m.solicited = w.send_flags & IBV_SEND_SOLICITED;
+	m.imm = w.imm;
+
+	switch (w.opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV: {
+		Iov src;
+		enum ibv_wc_status st = resolve_local(qp, w, false, src);
+		if (st != IBV_WC_SUCCESS)
+			return fail(st);
+		m.src = src.v;
+		m.nsrc = src.n;
+		m.len = src.len;
+		m.byte_len = uint32_t(src.len);
+		m.opcode = IBV_WC_RECV;
+		if (w.opcode == IBV_WR_SEND_WITH_IMM)
+			m.wc_flags = IBV_WC_WITH_IMM;
+		if (w.opcode == IBV_WR_SEND_WITH_INV) {
+			// Invalidate a type 2 window of the responder, then report it.
+			MrEntry mw;
+			if (!key_lookup(seg, w.imm, mw) || mw.kind.load() != KEY_MW ||
+			    mw.owner_pid != d.owner_pid || mw.mw_type != IBV_MW_TYPE_2)
+				return fail(IBV_WC_REM_OP_ERR);
+			m.wc_flags = IBV_WC_WITH_INV;
+			m.imm = w.imm; // invalidated rkey, reported in imm_data
+		}
+		DeliverResult r = deliver(seg, d, dqpn, xsrq, m, rc);
+		switch (r) {
+		case DV_OK:
+			if (w.opcode == IBV_WR_SEND_WITH_INV)
+				seg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
+			complete_send(qp, w, IBV_WC_SUCCESS, 0);
+			return EX_DONE;
+		case DV_NO_WQE:
+			if (!rc) {
+				complete_send(qp, w, IBV_WC_SUCCESS, 0); // UC: dropped
+				return EX_DONE;
+			}
+			return retry_later(qp, w, true, d.min_rnr_timer);
+		case DV_GONE:
+			return rc ? fail(IBV_WC_RETRY_EXC_ERR)
+				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		case DV_LEN_ERR:
+			return rc ? fail(IBV_WC_REM_INV_REQ_ERR)
+				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		case DV_PROT_ERR:
+			return rc ? fail(IBV_WC_REM_OP_ERR)
+				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		}
+		return EX_DONE;
+	}
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM: {
+		Iov src;
+		enum ibv_wc_status st = resolve_local(qp, w, false, src);
+		if (st != IBV_WC_SUCCESS)
+			return fail(st);
+		uint64_t va = 0;
+		if (src.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, src.len,
+					   IBV_ACCESS_REMOTE_WRITE, &va))
+			return rc ? fail(IBV_WC_REM_ACCESS_ERR)
+				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			// Needs a receive WQE before any byte moves (RNR otherwise).
+			RingHeader *ring = nullptr;
+			if (xsrq)
+				ring = seg->ring(xsrq->ring);
+			else if (d.srq && d.srq - 1 < kMaxSrqs)
+				ring = seg->ring(seg->hdr->srqs[d.srq - 1].ring);
+			else
+				ring = seg->ring(d.rq_ring);
+			if (ring && !ring_count(ring)) {
+				if (!rc) {
+					complete_send(qp, w, IBV_WC_SUCCESS, 0);
+					return EX_DONE;
+				}
+				return retry_later(qp, w, true, d.min_rnr_timer);
+			}
+		}
+		if (src.len) {
+			struct iovec rv = {reinterpret_cast<void *>(va), src.len};
+			int e = move_bytes(d.owner_pid, src.v, src.n, &rv, 1, true);
+			if (e == ESRCH)
+				return rc ? fail(IBV_WC_RETRY_EXC_ERR)
+					  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+			if (e)
+				return rc ? fail(IBV_WC_REM_ACCESS_ERR)
+					  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		}
+		if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			m.src = nullptr;
+			m.nsrc = 0;
+			m.len = 0;
+			m.byte_len = uint32_t(src.len);
+			m.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+			m.wc_flags = IBV_WC_WITH_IMM;
+			DeliverResult r = deliver(seg, d, dqpn, xsrq, m, rc);
+			if (r == DV_GONE && rc)
+				return fail(IBV_WC_RETRY_EXC_ERR);
+			if (r == DV_NO_WQE && rc)
+				return retry_later(qp, w, true, d.min_rnr_timer);
+		}
+		complete_send(qp, w, IBV_WC_SUCCESS, 0);
+		return EX_DONE;
+	}
+	case IBV_WR_RDMA_READ: {
+		if (!rc)
+			return fail(IBV_WC_LOC_QP_OP_ERR);
+		Iov dst;
+		enum ibv_wc_status st = resolve_local(qp, w, true, dst);
+		if (st != IBV_WC_SUCCESS)
+			return fail(st);
+		uint64_t va = 0;
+		if (dst.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, dst.len,
+					   IBV_ACCESS_REMOTE_READ, &va))
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		if (dst.len) {
+			struct iovec rv = {reinterpret_cast<void *>(va), dst.len};
+			int e = move_bytes(d.owner_pid, dst.v, dst.n, &rv, 1, false);
+			if (e == ESRCH)
+				return fail(IBV_WC_RETRY_EXC_ERR);
+			if (e)
+				return fail(IBV_WC_REM_ACCESS_ERR);
+		}
+		complete_send(qp, w, IBV_WC_SUCCESS, uint32_t(dst.len));
+		return EX_DONE;
+	}
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+		if (!rc)
+			return fail(IBV_WC_LOC_QP_OP_ERR);
+		Iov dst;
+		enum ibv_wc_status st = resolve_local(qp, w, true, dst);
+		if (st != IBV_WC_SUCCESS)
+			return fail(st);
+		if (dst.len != 8)
+			return fail(IBV_WC_LOC_LEN_ERR);
+		if (w.remote_addr & 7)
+			return fail(IBV_WC_REM_INV_REQ_ERR);
+		uint64_t va = 0;
+		if (!check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va))
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		uint64_t old = 0, val;
+		struct iovec lv = {&old, 8}, rv = {reinterpret_cast<void *>(va), 8};
+		shm_lock(&seg->hdr->atomic_lock);
+		int e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, false);
+		if (!e) {
+			if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+				val = old == w.compare_add ? w.swap : old;
+			else
+				val = old + w.compare_add;
+			struct iovec nv = {&val, 8};
+			if (val != old || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+				e = move_bytes(d.owner_pid, &nv, 1, &rv, 1, true);
+		}
+		shm_unlock(&seg->hdr->atomic_lock);
+		if (e == ESRCH)
+			return fail(IBV_WC_RETRY_EXC_ERR);
+		if (e)
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		struct iovec ov = {&old, 8};
+		if (move_bytes(my_pid(), dst.v, dst.n, &ov, 1, false))
+			return fail(IBV_WC_LOC_PROT_ERR);
+		complete_send(qp, w, IBV_WC_SUCCESS, 8);
+		return EX_DONE;
+	}
+	default:
+		return fail(IBV_WC_LOC_QP_OP_ERR);
+	}
+}
+
+// Runs queued work in order. Caller holds qp->sq_lock.
+static void run_queue(SoftQp *qp, bool force)
+{
+	uint64_t now = 0;
+	while (qp->sq_count) {
+		SoftWr &w = qp->sq[qp->sq_head];
+		if (w.due_ns && !force) {
+			if (!now)
+				now = now_ns();
+			if (now < w.due_ns)
+				return;
+		}
+		uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+		if (st == IBV_QPS_ERR) {
+			qp_to_error(qp, false);
+			return;
+		}
+		if (st != IBV_QPS_RTS)
+			return; // SQD: wait
+		ExecResult r = exec_wr(qp, w);
+		if (r == EX_WAIT)
+			return;
+		w.due_ns = 0;
+		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
+		qp->sq_count--;
+		if (r == EX_FAILED) {
+			qp_to_error(qp, false); // flushes what follows
+			return;
+		}
+	}
+}
+
+void progress_qp(SoftQp *qp, bool force)
+{
+	if (pthread_mutex_trylock(&qp->sq_lock))
+		return;
+	run_queue(qp, force);
+	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+// Validates and queues n work requests, then runs the queue.
+// Returns 0 or an errno value; *done says how many were accepted.
+static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
+{
+	*done = 0;
+	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		SoftWr &w = wrs[i];
+		if (st == IBV_QPS_ERR) {
+			struct ibv_wc wc = {};
+			wc.wr_id = w.wr_id;
+			wc.status = IBV_WC_WR_FLUSH_ERR;
+			wc.opcode = send_wc_opcode(w.opcode);
+			wc.qp_num = qp->qpn;
+			cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+			++*done;
+			continue;
+		}
+		if (qp->sq_count >= qp->sq_depth)
+			return ENOMEM;
+		uint32_t tail = (qp->sq_head + qp->sq_count) % qp->sq_depth;
+		SoftWr &slot = qp->sq[tail];
+		// Copy only what is used.
+		size_t head = offsetof(SoftWr, sge);
+		memcpy(&slot, &w, head);
+		memcpy(slot.sge, w.sge, w.num_sge * sizeof(struct ibv_sge));
+		if (w.inline_len)
+			memcpy(slot.inline_data, w.inline_data, w.inline_len);
+		slot.rnr_left = qp->attr.rnr_retry;
+		slot.retry_left = qp->attr.retry_cnt;
+		slot.due_ns = 0;
+		qp->sq_count++;
+		++*done;
+	}
+	return 0;
+}
+
+int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
+{
+	pthread_mutex_lock(&qp->sq_lock);
+	uint32_t done = 0;
+	int rc = queue_wrs(qp, wrs, n, &done);
+	uint32_t before = qp->sq_count;
+	run_queue(qp, false);
+	(void)before;
+	// Anything left waits for a retry: account it for the progress thread.
+	bool waiting = false;
+	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
+		if (qp->sq[h].due_ns) {
+			waiting = true;
+			break;
+		}
+	pthread_mutex_unlock(&qp->sq_lock);
+	if (waiting) {
+		pthread_mutex_lock(&qp->ctx->wake_lock);
+		pthread_cond_signal(&qp->ctx->wake);
+		pthread_mutex_unlock(&qp->ctx->wake_lock);
+	}
+	return rc;
+}
+
+// Converts one ibv_send_wr. Returns 0 or EINVAL.
+static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
+{
+	w.wr_id = wr->wr_id;
+	w.opcode = wr->opcode;
+	w.send_flags = wr->send_flags;
+	w.imm = wr->imm_data;
+	w.num_sge = 0;
+	w.inline_len = 0;
+	w.has_ah = false;
+	w.due_ns = 0;
+	if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_send_sge)
+		return EINVAL;
+	if (wr->num_sge && !wr->sg_list)
+		return EINVAL;
+	enum ibv_qp_type t = qp->type;
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		if (t == IBV_QPT_UD)
+			return EINVAL;
+		w.remote_addr = wr->wr.rdma.remote_addr;
+		w.rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_RDMA_READ:
+		if (t == IBV_QPT_UD || t == IBV_QPT_UC)
+			return EINVAL;
+		w.remote_addr = wr->wr.rdma.remote_addr;
+		w.rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		if (t == IBV_QPT_UD || t == IBV_QPT_UC)
+			return EINVAL;
+		w.remote_addr = wr->wr.atomic.remote_addr;
+		w.rkey = wr->wr.atomic.rkey;
+		w.compare_add = wr->wr.atomic.compare_add;
+		w.swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		if (t == IBV_QPT_UD || t == IBV_QPT_UC)
+			return EINVAL;
+		w.imm = wr->invalidate_rkey;
+		break;
+	case IBV_WR_LOCAL_INV:
+		if (t == IBV_QPT_UD)
+			return EINVAL;
+		w.imm = wr->invalidate_rkey;
+		break;
+	case IBV_WR_BIND_MW:
+		if (t == IBV_QPT_UD || !wr->bind_mw.mw || wr->bind_mw.mw->type != IBV_MW_TYPE_2 ||
+		    wr->bind_mw.mw->context != qp->vqp.qp.context)
+			return EINVAL;
+		w.mw = wr->bind_mw.mw;
+		w.bind_rkey = wr->bind_mw.rkey;
+		w.bind = wr->bind_mw.bind_info;
+		return 0;
+	default:
+		return EINVAL;
+	}
+	if (t == IBV_QPT_UD) {
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		auto *ah = reinterpret_cast<SoftAh *>(wr->wr.ud.ah);
+		w.ah = ah->attr;
+		w.has_ah = true;
+		w.remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+		w.remote_qkey = wr->wr.ud.remote_qkey;
+	}
+	if (t == IBV_QPT_XRC_SEND)
+		w.xrc_srqn = wr->qp_type.xrc.remote_srqn;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+		    wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+			return EINVAL;
+		uint64_t total = 0;
+		for (int i = 0; i < wr->num_sge; i++)
+			total += wr->sg_list[i].length;
+		if (total > qp->cap.max_inline_data)
+			return EINVAL;
+		uint32_t off = 0;
+		for (int i = 0; i < wr->num_sge; i++) {
+			if (wr->sg_list[i].length)
+				memcpy(w.inline_data + off,
+				       reinterpret_cast<void *>(uintptr_t(wr->sg_list[i].addr)),
+				       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+		w.inline_len = off;
+		if (!off) {
+			// Zero-length inline: behaves like an empty gather list.
+		}
+		return 0;
+	}
+	w.num_sge = wr->num_sge;
+	if (wr->num_sge)
+		memcpy(w.sge, wr->sg_list, wr->num_sge * sizeof(struct ibv_sge));
+	return 0;
+}
+
+int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	if (!qp->scq) {
+		*bad = wr;
+		return EINVAL;
+	}
+	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+	if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->sq_lock);
+	int rc = 0;
+	bool waiting = false;
+	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
+	for (; wr; wr = wr->next) {
+		rc = convert_wr(qp, wr, *w);
+		if (rc) {
+			*bad = wr;
+			break;
+		}
+		uint32_t done;
+		rc = queue_wrs(qp, w, 1, &done);
+		if (rc) {
+			*bad = wr;
+			break;
+		}
+		run_queue(qp, false);
+	}
+	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
+		if (qp->sq[h].due_ns) {
+			waiting = true;
+			break;
+		}
+	pthread_mutex_unlock(&qp->sq_lock);
+	if (waiting) {
+		pthread_mutex_lock(&qp->ctx->wake_lock);
+		pthread_cond_signal(&qp->ctx->wake);
+		pthread_mutex_unlock(&qp->ctx->wake_lock);
+	}
+	return rc;
+}
+
+} // namespace ovsoft

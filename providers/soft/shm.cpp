@@ -1,0 +1,676 @@
+// openverbs software RDMA device: shared segment, arena, rings, notifications.
+#include "shm.h"
+#include "log.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+// ---------------------------------------------------------------- mutexes
+
+void shm_mutex_init(ShmMutex *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&m->m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+void shm_lock(ShmMutex *m)
+{
+	int rc = pthread_mutex_lock(&m->m);
+	if (rc == EOWNERDEAD) {
+		// The holder died: the tables it was editing are checked entry by
+		// entry by every reader anyway, so the lock is simply taken over.
+		pthread_mutex_consistent(&m->m);
+	}
+}
+
+void shm_unlock(ShmMutex *m) { pthread_mutex_unlock(&m->m); }
+
+// ---------------------------------------------------------------- processes
+
+uint64_t process_start_time(int32_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	// Fields after the command name start at field 3 (state); start time is 22.
+	int field = 2;
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, nullptr, 10);
+}
+
+bool process_alive(int32_t pid, uint64_t start_time)
+{
+	if (pid <= 0)
+		return false;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return false;
+	if (start_time) {
+		uint64_t now = process_start_time(pid);
+		if (now && now != start_time)
+			return false; // pid reused by another process
+		if (!now)
+			return false; // vanished (or a zombie being reaped)
+	}
+	return true;
+}
+
+// ---------------------------------------------------------------- header
+
+static uint32_t header_checksum(const SegmentHeader *h)
+{
+	// FNV-1a over the identity fields.
+	uint32_t x = 2166136261u;
+	auto mix = [&](const void *p, size_t n) {
+		auto b = static_cast<const uint8_t *>(p);
+		for (size_t i = 0; i < n; i++) {
+			x ^= b[i];
+			x *= 16777619u;
+		}
+	};
+	mix(&h->magic, sizeof(h->magic));
+	mix(&h->version, sizeof(h->version));
+	mix(&h->device_index, sizeof(h->device_index));
+	mix(&h->size, sizeof(h->size));
+	mix(&h->uid, sizeof(h->uid));
+	mix(&h->arena_offset, sizeof(h->arena_offset));
+	mix(&h->arena_size, sizeof(h->arena_size));
+	return x;
+}
+
+static constexpr uint64_t header_bytes()
+{
+	return (sizeof(SegmentHeader) + 4095) & ~uint64_t(4095);
+}
+
+static constexpr uint64_t segment_bytes() { return header_bytes() + kArenaSize; }
+
+// Arena blocks: a header in front of every block, first-fit allocation.
+struct BlockHeader {
+	uint64_t size;  // whole block, multiple of 64
+	uint32_t free;
+	uint32_t owner;
+	uint64_t magic;
+	uint64_t pad[5];
+};
+static_assert(sizeof(BlockHeader) == 64);
+inline constexpr uint64_t kBlockMagic = 0x424c4f434b4f5621ull;
+
+static void arena_init(Segment *seg)
+{
+	auto *b = reinterpret_cast<BlockHeader *>(seg->arena());
+	b->size = seg->hdr->arena_size;
+	b->free = 1;
+	b->owner = UINT32_MAX;
+	b->magic = kBlockMagic;
+}
+
+uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
+{
+	uint64_t need = (bytes + sizeof(BlockHeader) + 63) & ~uint64_t(63);
+	uint64_t size = seg->hdr->arena_size;
+	uint8_t *a = seg->arena();
+	for (uint64_t off = 0; off + sizeof(BlockHeader) <= size;) {
+		auto *b = reinterpret_cast<BlockHeader *>(a + off);
+		if (b->magic != kBlockMagic || b->size < 64 || b->size % 64 || b->size > size - off) {
+			softlog(1, "soft%d: arena damaged at offset %llu", seg->index,
+				(unsigned long long)off);
+			return 0;
+		}
+		if (b->free) {
+			// Merge following free blocks first.
+			for (;;) {
+				uint64_t n = off + b->size;
+				if (n + sizeof(BlockHeader) > size)
+					break;
+				auto *nb = reinterpret_cast<BlockHeader *>(a + n);
+				if (nb->magic != kBlockMagic || !nb->free || nb->size < 64 ||
+				    nb->size % 64 || nb->size > size - n)
+					break;
+				b->size += nb->size;
+				nb->magic = 0;
+			}
+			if (b->size >= need) {
+				if (b->size - need >= 128) {
+					auto *rest = reinterpret_cast<BlockHeader *>(a + off + need);
+					rest->size = b->size - need;
+					rest->free = 1;
+					rest->owner = UINT32_MAX;
+					rest->magic = kBlockMagic;
+					b->size = need;
+				}
+				b->free = 0;
+				b->owner = owner;
+				// Offset of the payload, relative to the segment start.
+				return seg->hdr->arena_offset + off + sizeof(BlockHeader);
+			}
+		}
+		off += b->size;
+	}
+	return 0;
+}
+
+void arena_free(Segment *seg, uint64_t off)
+{
+	if (off < seg->hdr->arena_offset + sizeof(BlockHeader) || off >= seg->size)
+		return;
+	auto *b = reinterpret_cast<BlockHeader *>(seg->base + off - sizeof(BlockHeader));
+	if (b->magic != kBlockMagic || b->free)
+		return;
+	b->free = 1;
+	b->owner = UINT32_MAX;
+}
+
+static void arena_free_owner(Segment *seg, uint32_t owner)
+{
+	uint64_t size = seg->hdr->arena_size;
+	uint8_t *a = seg->arena();
+	for (uint64_t off = 0; off + sizeof(BlockHeader) <= size;) {
+		auto *b = reinterpret_cast<BlockHeader *>(a + off);
+		if (b->magic != kBlockMagic || b->size < 64 || b->size % 64 || b->size > size - off)
+			return;
+		if (!b->free && b->owner == owner) {
+			b->free = 1;
+			b->owner = UINT32_MAX;
+		}
+		off += b->size;
+	}
+}
+
+RingHeader *Segment::ring(uint64_t off) const
+{
+	if (!off || off < hdr->arena_offset || off + sizeof(RingHeader) > size)
+		return nullptr;
+	auto *r = reinterpret_cast<RingHeader *>(base + off);
+	if (r->magic != kRingMagic || !r->capacity || (r->capacity & (r->capacity - 1)) ||
+	    r->cell_size < 16 || r->cell_size % 8)
+		return nullptr;
+	if (off + sizeof(RingHeader) + uint64_t(r->capacity) * r->cell_size > size)
+		return nullptr;
+	return r;
+}
+
+// ---------------------------------------------------------------- rings
+
+void ring_init(RingHeader *r, uint32_t cell_size, uint32_t capacity, uint32_t owner)
+{
+	r->cell_size = cell_size;
+	r->capacity = capacity;
+	r->owner = owner;
+	r->enq.store(0, std::memory_order_relaxed);
+	r->deq.store(0, std::memory_order_relaxed);
+	for (uint32_t i = 0; i < capacity; i++) {
+		auto *seq = reinterpret_cast<std::atomic<uint64_t> *>(r->cells + uint64_t(i) * cell_size);
+		seq->store(i, std::memory_order_relaxed);
+	}
+	std::atomic_thread_fence(std::memory_order_release);
+	r->magic = kRingMagic;
+}
+
+static inline std::atomic<uint64_t> *cell_seq(RingHeader *r, uint64_t pos)
+{
+	return reinterpret_cast<std::atomic<uint64_t> *>(
+		r->cells + (pos & (r->capacity - 1)) * uint64_t(r->cell_size));
+}
+
+void *ring_claim(RingHeader *r, uint64_t *out_pos)
+{
+	uint64_t pos = r->enq.load(std::memory_order_relaxed);
+	for (;;) {
+		auto *seq = cell_seq(r, pos);
+		uint64_t s = seq->load(std::memory_order_acquire);
+		int64_t diff = int64_t(s) - int64_t(pos);
+		if (diff == 0) {
+			if (r->enq.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+				*out_pos = pos;
+				return reinterpret_cast<uint8_t *>(seq) + 8;
+			}
+		} else if (diff < 0) {
+			return nullptr; // full
+		} else {
+			pos = r->enq.load(std::memory_order_relaxed);
+		}
+	}
+}
+
+void ring_publish(RingHeader *r, void *cell, uint64_t pos)
+{
+	auto *seq = reinterpret_cast<std::atomic<uint64_t> *>(static_cast<uint8_t *>(cell) - 8);
+	seq->store(pos + 1, std::memory_order_release);
+}
+
+bool ring_pop(RingHeader *r, void *out, size_t bytes)
+{
+	uint64_t pos = r->deq.load(std::memory_order_relaxed);
+	size_t max = r->cell_size - 8;
+	if (bytes > max)
+		bytes = max;
+	for (;;) {
+		auto *seq = cell_seq(r, pos);
+		uint64_t s = seq->load(std::memory_order_acquire);
+		int64_t diff = int64_t(s) - int64_t(pos + 1);
+		if (diff == 0) {
+			if (r->deq.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+				memcpy(out, reinterpret_cast<uint8_t *>(seq) + 8, bytes);
+				seq->store(pos + r->capacity, std::memory_order_release);
+				return true;
+			}
+		} else if (diff < 0) {
+			return false; // empty
+		} else {
+			pos = r->deq.load(std::memory_order_relaxed);
+		}
+	}
+}
+
+uint64_t ring_count(const RingHeader *r)
+{
+	uint64_t e = r->enq.load(std::memory_order_acquire);
+	uint64_t d = r->deq.load(std::memory_order_acquire);
+	return e > d ? e - d : 0;
+}
+
+// ---------------------------------------------------------------- attach
+
+struct Attached {
+	Segment *seg;
+	int refs;
+};
+static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static Attached g_attached[64];
+
+static int user_dir(char *buf, size_t len)
+{
+	uid_t uid = geteuid();
+	snprintf(buf, len, "/dev/shm/openverbs-%u", (unsigned)uid);
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return errno;
+	struct stat st;
+	if (lstat(buf, &st) != 0)
+		return errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077)) {
+		softlog(1, "%s is not a private directory of uid %u: refusing it", buf,
+			(unsigned)uid);
+		return EPERM;
+	}
+	return 0;
+}
+
+static void reap_locked(Segment *seg, bool include_self);
+
+static int map_segment(Segment *seg)
+{
+	seg->size = segment_bytes();
+	void *p = mmap(nullptr, seg->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+		       seg->fd, 0);
+	if (p == MAP_FAILED)
+		return errno;
+	seg->base = static_cast<uint8_t *>(p);
+	seg->hdr = static_cast<SegmentHeader *>(p);
+	return 0;
+}
+
+static int attach_new(int index, Segment *seg)
+{
+	char dir[96];
+	int rc = user_dir(dir, sizeof(dir));
+	if (rc)
+		return rc;
+	snprintf(seg->path, sizeof(seg->path), "%s/soft%d", dir, index);
+	seg->index = index;
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = open(seg->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return errno;
+		if (flock(fd, LOCK_EX) != 0) {
+			rc = errno;
+			close(fd);
+			return rc;
+		}
+		struct stat st;
+		if (fstat(fd, &st) != 0) {
+			rc = errno;
+			close(fd);
+			return rc;
+		}
+		if (st.st_nlink == 0) { // unlinked by a departing last user: retry
+			close(fd);
+			continue;
+		}
+		if (st.st_uid != geteuid() || (st.st_mode & 077) || !S_ISREG(st.st_mode)) {
+			close(fd);
+			softlog(1, "%s has wrong owner or mode: refusing it", seg->path);
+			return EPERM;
+		}
+		seg->fd = fd;
+		bool fresh = st.st_size == 0;
+		if (fresh && ftruncate(fd, segment_bytes()) != 0) {
+			rc = errno;
+			close(fd);
+			seg->fd = -1;
+			return rc;
+		}
+		if (!fresh && uint64_t(st.st_size) != segment_bytes()) {
+			softlog(1, "%s: size %lld does not match this layout: damaged or foreign",
+				seg->path, (long long)st.st_size);
+			close(fd);
+			seg->fd = -1;
+			return EPROTO;
+		}
+		rc = map_segment(seg);
+		if (rc) {
+			close(fd);
+			seg->fd = -1;
+			return rc;
+		}
+		SegmentHeader *h = seg->hdr;
+		if (fresh) {
+			h->magic = kMagic;
+			h->version = kLayoutVersion;
+			h->device_index = index;
+			h->size = segment_bytes();
+			h->uid = geteuid();
+			h->arena_offset = header_bytes();
+			h->arena_size = kArenaSize;
+			h->checksum = header_checksum(h);
+			shm_mutex_init(&h->lock);
+			shm_mutex_init(&h->atomic_lock);
+			h->next_pd_id.store(1);
+			h->next_xrcd_id.store(1);
+			h->key_gen.store(1);
+			arena_init(seg);
+			h->arena_initialised = 1;
+		} else if (h->magic != kMagic || h->version != kLayoutVersion ||
+			   h->size != segment_bytes() || h->uid != geteuid() ||
+			   h->device_index != uint32_t(index) || h->checksum != header_checksum(h) ||
+			   h->arena_offset != header_bytes() || h->arena_size != kArenaSize) {
+			softlog(1, "%s: damaged segment header: not trusting it (remove the file "
+				   "once no process uses soft%d)", seg->path, index);
+			munmap(seg->base, seg->size);
+			close(fd);
+			seg->fd = -1;
+			return EPROTO;
+		}
+		// Register this process.
+		shm_lock(&h->lock);
+		reap_locked(seg, false);
+		int32_t pid = getpid();
+		uint32_t slot = UINT32_MAX;
+		for (uint32_t i = 0; i < kMaxProcs; i++) {
+			if (h->procs[i].in_use.load() && h->procs[i].pid == pid) {
+				slot = i;
+				break;
+			}
+		}
+		if (slot == UINT32_MAX) {
+			for (uint32_t i = 0; i < kMaxProcs; i++) {
+				if (!h->procs[i].in_use.load()) {
+					slot = i;
+					h->procs[i].pid = pid;
+					h->procs[i].start_time = process_start_time(pid);
+					h->procs[i].contexts = 0;
+					h->procs[i].in_use.store(1);
+					break;
+				}
+			}
+		}
+		shm_unlock(&h->lock);
+		flock(fd, LOCK_UN);
+		if (slot == UINT32_MAX) {
+			munmap(seg->base, seg->size);
+			close(fd);
+			seg->fd = -1;
+			return EAGAIN;
+		}
+		seg->my_proc = slot;
+		return 0;
+	}
+	return EAGAIN;
+}
+
+int segment_attach(int index, Segment **out)
+{
+	if (index < 0 || index >= 64)
+		return EINVAL;
+	pthread_mutex_lock(&g_attach_lock);
+	Attached &a = g_attached[index];
+	if (a.seg && a.seg->hdr->procs[a.seg->my_proc].pid != getpid()) {
+		// Inherited over fork(): the child needs its own registration.
+		a.seg = nullptr;
+		a.refs = 0;
+	}
+	if (!a.seg) {
+		auto *seg = new (std::nothrow) Segment();
+		if (!seg) {
+			pthread_mutex_unlock(&g_attach_lock);
+			return ENOMEM;
+		}
+		int rc = attach_new(index, seg);
+		if (rc) {
+			delete seg;
+			pthread_mutex_unlock(&g_attach_lock);
+			return rc;
+		}
+		a.seg = seg;
+		a.refs = 0;
+	}
+	a.refs++;
+	shm_lock(&a.seg->hdr->lock);
+	a.seg->hdr->procs[a.seg->my_proc].contexts++;
+	shm_unlock(&a.seg->hdr->lock);
+	*out = a.seg;
+	pthread_mutex_unlock(&g_attach_lock);
+	return 0;
+}
+
+static void free_owned(Segment *seg, uint32_t p)
+{
+	SegmentHeader *h = seg->hdr;
+	for (auto &q : h->qps) {
+		if (q.slot.load() == SLOT_LIVE && q.owner == p) {
+			if (q.qp_type == IBV_QPT_XRC_RECV && q.handles > 1) {
+				q.handles--; // another process still holds this XRC target
+				continue;
+			}
+			q.state.store(IBV_QPS_ERR);
+			q.generation++;
+			q.slot.store(SLOT_FREE);
+		}
+	}
+	for (auto &c : h->cqs)
+		if (c.slot.load() == SLOT_LIVE && c.owner == p) {
+			c.generation++;
+			c.slot.store(SLOT_FREE);
+		}
+	for (auto &s : h->srqs)
+		if (s.slot.load() == SLOT_LIVE && s.owner == p) {
+			s.error.store(1);
+			s.generation++;
+			s.slot.store(SLOT_FREE);
+		}
+	for (auto &m : h->mrs)
+		if (m.kind.load() != KEY_FREE && m.owner == p)
+			m.kind.store(KEY_FREE);
+	for (auto &r : h->xrcd_refs) {
+		if (r.in_use && r.proc == p) {
+			if (r.xrcd < kMaxXrcds) {
+				XrcdEntry &x = h->xrcds[r.xrcd];
+				if (x.in_use && x.refs >= r.count)
+					x.refs -= r.count;
+				else
+					x.refs = 0;
+				if (x.in_use && !x.refs)
+					x.in_use = 0;
+			}
+			r.in_use = 0;
+		}
+	}
+	for (auto &g : h->mcast) {
+		if (!g.in_use)
+			continue;
+		for (auto &qpn : g.qpn) {
+			uint32_t s = qpn - kQpnBase;
+			if (qpn && (s >= kMaxQps || h->qps[s].slot.load() != SLOT_LIVE))
+				qpn = 0;
+		}
+	}
+	arena_free_owner(seg, p);
+}
+
+static void reap_locked(Segment *seg, bool include_self)
+{
+	SegmentHeader *h = seg->hdr;
+	int32_t me = getpid();
+	for (uint32_t i = 0; i < kMaxProcs; i++) {
+		ProcEntry &p = h->procs[i];
+		if (!p.in_use.load())
+			continue;
+		if (p.pid == me && !include_self)
+			continue;
+		if (p.pid == me || !process_alive(p.pid, p.start_time)) {
+			if (p.pid != me)
+				softlog(3, "soft%d: reclaiming state of dead process %d", seg->index,
+					p.pid);
+			free_owned(seg, i);
+			p.in_use.store(0);
+		}
+	}
+}
+
+void segment_reap(Segment *seg)
+{
+	shm_lock(&seg->hdr->lock);
+	reap_locked(seg, false);
+	shm_unlock(&seg->hdr->lock);
+}
+
+void segment_detach(Segment *seg)
+{
+	pthread_mutex_lock(&g_attach_lock);
+	Attached *a = nullptr;
+	for (auto &e : g_attached)
+		if (e.seg == seg)
+			a = &e;
+	if (!a) {
+		pthread_mutex_unlock(&g_attach_lock);
+		return;
+	}
+	SegmentHeader *h = seg->hdr;
+	shm_lock(&h->lock);
+	if (h->procs[seg->my_proc].contexts)
+		h->procs[seg->my_proc].contexts--;
+	shm_unlock(&h->lock);
+	if (--a->refs > 0) {
+		pthread_mutex_unlock(&g_attach_lock);
+		return;
+	}
+	a->seg = nullptr;
+	flock(seg->fd, LOCK_EX);
+	shm_lock(&h->lock);
+	free_owned(seg, seg->my_proc);
+	h->procs[seg->my_proc].in_use.store(0);
+	reap_locked(seg, false);
+	bool anyone = false;
+	for (auto &p : h->procs)
+		if (p.in_use.load())
+			anyone = true;
+	shm_unlock(&h->lock);
+	if (!anyone) {
+		unlink(seg->path);
+		char dir[96];
+		snprintf(dir, sizeof(dir), "/dev/shm/openverbs-%u", (unsigned)geteuid());
+		rmdir(dir); // fails quietly while other devices are in use
+	}
+	flock(seg->fd, LOCK_UN);
+	munmap(seg->base, seg->size);
+	close(seg->fd);
+	delete seg;
+	pthread_mutex_unlock(&g_attach_lock);
+}
+
+// ---------------------------------------------------------------- notify
+
+struct NotifyFd {
+	int32_t pid;
+	int target_fd;
+	uint32_t ino;
+	int fd;
+};
+static pthread_mutex_t g_notify_lock = PTHREAD_MUTEX_INITIALIZER;
+static NotifyFd g_notify[128];
+static unsigned g_notify_next;
+
+void notify_cache_drop(int32_t pid)
+{
+	pthread_mutex_lock(&g_notify_lock);
+	for (auto &n : g_notify)
+		if (n.fd > 0 && n.pid == pid) {
+			close(n.fd);
+			n = NotifyFd{};
+		}
+	pthread_mutex_unlock(&g_notify_lock);
+}
+
+int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len)
+{
+	if (fd < 0 || pid <= 0)
+		return EINVAL;
+	pthread_mutex_lock(&g_notify_lock);
+	int wfd = -1;
+	for (auto &n : g_notify)
+		if (n.fd > 0 && n.pid == pid && n.target_fd == fd && n.ino == ino) {
+			wfd = n.fd;
+			break;
+		}
+	if (wfd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+		int nfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (nfd < 0) {
+			int e = errno;
+			pthread_mutex_unlock(&g_notify_lock);
+			return e;
+		}
+		struct stat st;
+		if (fstat(nfd, &st) != 0 || !S_ISFIFO(st.st_mode) || uint32_t(st.st_ino) != ino) {
+			close(nfd);
+			pthread_mutex_unlock(&g_notify_lock);
+			return ESTALE;
+		}
+		NotifyFd &slot = g_notify[g_notify_next++ % 128];
+		if (slot.fd > 0)
+			close(slot.fd);
+		slot = NotifyFd{pid, fd, ino, nfd};
+		wfd = nfd;
+	}
+	ssize_t n = write(wfd, buf, len);
+	int rc = n == ssize_t(len) ? 0 : (n < 0 ? errno : EIO);
+	pthread_mutex_unlock(&g_notify_lock);
+	return rc;
+}
+
+} // namespace ovsoft

@@ -1,0 +1,262 @@
+// openverbs software RDMA device: the per-user, per-device shared segment.
+//
+// Every process of one user that opens soft<N> maps the same segment
+// (/dev/shm/openverbs-<uid>/soft<N>, directory 0700, file 0600). It holds the
+// tables peers need to reach each other (processes, QPs, CQs, SRQs, memory
+// keys, XRC domains, multicast groups) and an arena from which the shared
+// rings (receive queues, shared receive queues, completion queues) are cut.
+//
+// Trust rule: the segment is writable by every process of the user, so it is
+// data, never structure. Every index read from it is bounds-checked or masked
+// before use and every arena offset is checked against the arena size;
+// the header carries a magic, a layout version, the segment size and a
+// checksum of those, verified on attach (a damaged header is refused with
+// EPROTO and never repaired in place).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <pthread.h>
+#include <sys/types.h>
+
+namespace ovsoft {
+
+inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
+inline constexpr uint32_t kLayoutVersion = 3;
+
+// Table capacities (also the limits reported by ibv_query_device).
+inline constexpr uint32_t kMaxProcs = 512;
+inline constexpr uint32_t kMaxQps = 4096;
+inline constexpr uint32_t kMaxCqs = 4096;
+inline constexpr uint32_t kMaxSrqs = 1024;
+inline constexpr uint32_t kMaxMrs = 32768; // memory regions + memory windows
+inline constexpr uint32_t kMaxXrcds = 256;
+inline constexpr uint32_t kMaxXrcdRefs = 2048;
+inline constexpr uint32_t kMaxMcast = 256;
+inline constexpr uint32_t kMaxMcastAttach = 16; // QPs per multicast group
+inline constexpr uint32_t kQpnBase = 0x20;      // QP numbers are slot + base
+inline constexpr uint32_t kSrqnBase = 0x20;
+inline constexpr uint64_t kArenaSize = 1ull << 30; // sparse: pages are touched on use
+
+// Robust, process-shared mutex in the segment (EOWNERDEAD is recovered).
+struct ShmMutex {
+	pthread_mutex_t m;
+};
+void shm_mutex_init(ShmMutex *m);
+void shm_lock(ShmMutex *m);
+void shm_unlock(ShmMutex *m);
+
+struct ProcEntry {
+	std::atomic<uint32_t> in_use;
+	int32_t pid;
+	uint64_t start_time; // /proc/<pid>/stat field 22: tells a reused pid apart
+	uint32_t contexts;   // open contexts of that process on this device
+};
+
+enum QpSlotState : uint32_t { SLOT_FREE = 0, SLOT_LIVE = 1 };
+
+// A QP as its peers see it. Written by the owner under the device lock
+// (control path) and read lock-free by peers (data path).
+struct QpEntry {
+	std::atomic<uint32_t> slot;  // QpSlotState
+	std::atomic<uint32_t> state; // enum ibv_qp_state
+	uint32_t generation;
+	uint32_t owner;      // process slot
+	int32_t owner_pid;
+	uint32_t qp_type;    // enum ibv_qp_type
+	uint32_t access;     // IBV_ACCESS_REMOTE_* accepted as responder
+	uint32_t pd_id;
+	uint32_t qkey;
+	uint32_t dest_qpn;
+	uint32_t srq;        // SRQ slot + 1, 0 when the QP has its own RQ
+	uint32_t recv_cq;    // CQ slot + 1
+	uint32_t xrcd;       // XRC domain slot + 1 (XRC_RECV)
+	uint32_t min_rnr_timer;
+	uint32_t port_num;
+	uint32_t sq_sig_all;
+	uint32_t handles;    // XRC_RECV: opened handles (ibv_open_qp)
+	uint64_t rq_ring;    // arena offset of the receive ring (0 = none)
+	uint64_t user_handle; // the owner's struct ibv_qp * (async events)
+	int32_t async_fd;     // owner's async event pipe (read end)
+	uint32_t async_ino;
+	std::atomic<uint32_t> remote_error; // a peer put this QP in error
+	std::atomic<uint32_t> recv_lock;    // serialises delivery into the RQ (spin)
+};
+
+struct CqEntry {
+	std::atomic<uint32_t> slot;
+	uint32_t generation;
+	uint32_t owner;
+	int32_t owner_pid;
+	uint64_t ring;        // arena offset of the completion ring
+	uint64_t user_handle; // owner's struct ibv_cq *
+	std::atomic<uint32_t> armed; // 0 no, 1 next completion, 2 solicited only
+	std::atomic<uint32_t> overflow;
+	int32_t channel_fd;   // owner's completion channel fd (-1 none)
+	uint32_t channel_ino;
+	int32_t async_fd;
+	uint32_t async_ino;
+};
+
+struct SrqEntry {
+	std::atomic<uint32_t> slot;
+	uint32_t generation;
+	uint32_t owner;
+	int32_t owner_pid;
+	uint32_t srq_type; // enum ibv_srq_type
+	uint32_t pd_id;
+	uint32_t xrcd;     // slot + 1
+	uint32_t cq;       // XRC SRQ: completion queue slot + 1
+	uint64_t ring;
+	uint64_t user_handle;
+	std::atomic<uint32_t> limit; // armed limit, 0 = not armed
+	int32_t async_fd;
+	uint32_t async_ino;
+	std::atomic<uint32_t> error; // the owner destroyed or lost it
+};
+
+enum MrKind : uint32_t { KEY_FREE = 0, KEY_MR = 1, KEY_MW = 2 };
+
+struct MrEntry {
+	std::atomic<uint32_t> kind; // MrKind
+	uint32_t key;       // lkey == rkey; low byte is the key generation
+	uint32_t owner;
+	int32_t owner_pid;
+	uint32_t pd_id;
+	uint32_t access;
+	uint64_t addr;      // process virtual address of the first byte
+	uint64_t iova;      // address the region is accessed by (hca_va)
+	uint64_t length;
+	uint32_t mw_type;   // KEY_MW: 1 or 2
+	uint32_t parent;    // KEY_MW: MR slot + 1 it is bound to (0 = unbound)
+	uint32_t bound_qpn; // type 2 windows: QP they were bound through
+	uint32_t pad;
+};
+
+struct XrcdEntry {
+	uint32_t in_use;
+	uint32_t refs;
+	uint64_t dev;  // st_dev of the file naming the domain (0 with no file)
+	uint64_t ino;
+	uint32_t id;   // unique across the device's life
+	uint32_t anonymous;
+};
+
+struct XrcdRef {
+	uint32_t in_use;
+	uint32_t xrcd; // slot
+	uint32_t proc;
+	uint32_t count;
+};
+
+struct McastEntry {
+	uint32_t in_use;
+	uint16_t lid;
+	uint16_t pad;
+	uint8_t gid[16];
+	uint32_t qpn[kMaxMcastAttach]; // 0 = empty
+};
+
+struct SegmentHeader {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t device_index;
+	uint64_t size;
+	uint32_t uid;
+	uint32_t checksum; // over the fields above
+	ShmMutex lock;     // control path of the whole device
+	ShmMutex atomic_lock; // serialises RDMA atomics device-wide
+	std::atomic<uint32_t> next_pd_id;
+	std::atomic<uint32_t> next_xrcd_id;
+	std::atomic<uint32_t> key_gen;
+	uint32_t arena_initialised;
+	uint64_t arena_offset; // from the start of the segment
+	uint64_t arena_size;
+	ProcEntry procs[kMaxProcs];
+	QpEntry qps[kMaxQps];
+	CqEntry cqs[kMaxCqs];
+	SrqEntry srqs[kMaxSrqs];
+	MrEntry mrs[kMaxMrs];
+	XrcdEntry xrcds[kMaxXrcds];
+	XrcdRef xrcd_refs[kMaxXrcdRefs];
+	McastEntry mcast[kMaxMcast];
+};
+
+// ---- Rings: bounded multi-producer / multi-consumer queues (per-cell
+// sequence numbers), cells of fixed size. All positions are masked.
+struct RingHeader {
+	uint32_t magic;
+	uint32_t cell_size; // bytes, multiple of 8, includes the 8-byte sequence
+	uint32_t capacity;  // power of two
+	uint32_t owner;     // process slot (reaping)
+	alignas(64) std::atomic<uint64_t> enq;
+	alignas(64) std::atomic<uint64_t> deq;
+	alignas(64) uint8_t cells[];
+};
+inline constexpr uint32_t kRingMagic = 0x52494e47;
+
+// Receive work request as kept in a shared ring.
+struct RecvWqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct ibv_sge sge[]; // num_sge entries (up to the queue's max_sge)
+};
+
+// Completion as kept in a CQ ring (an ibv_wc plus flags only we need).
+struct CqeCell {
+	struct ibv_wc wc;
+	uint32_t solicited;
+	uint32_t pad;
+};
+
+struct Segment {
+	SegmentHeader *hdr = nullptr;
+	uint8_t *base = nullptr;
+	size_t size = 0;
+	int fd = -1;
+	int index = -1;
+	uint32_t my_proc = UINT32_MAX; // my slot in procs[]
+	char path[128] = {};
+
+	uint8_t *arena() const { return base + hdr->arena_offset; }
+	// The ring at `off`, or nullptr when the offset or the ring header is
+	// out of bounds / damaged.
+	RingHeader *ring(uint64_t off) const;
+};
+
+// Attach this process to soft<index> (creating the segment when absent).
+// Returns 0 or an errno value (EPROTO: damaged segment; EMFILE...).
+int segment_attach(int index, Segment **out);
+// Drop one context reference; the last one of the last live process unlinks
+// the segment.
+void segment_detach(Segment *seg);
+// Frees everything held by processes that died. Takes the device lock.
+void segment_reap(Segment *seg);
+// True when `pid` (started at start_time, 0 = unknown) still runs.
+bool process_alive(int32_t pid, uint64_t start_time);
+uint64_t process_start_time(int32_t pid);
+
+// Arena allocation under the device lock; returns an offset or 0.
+uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner);
+void arena_free(Segment *seg, uint64_t off);
+
+// Ring set-up in freshly allocated arena space.
+void ring_init(RingHeader *r, uint32_t cell_size, uint32_t capacity, uint32_t owner);
+// Claims a cell to write; returns nullptr when full. Publish with ring_publish.
+void *ring_claim(RingHeader *r, uint64_t *pos);
+void ring_publish(RingHeader *r, void *cell, uint64_t pos);
+// Takes the oldest cell; copies `bytes` of it into out. False when empty.
+bool ring_pop(RingHeader *r, void *out, size_t bytes);
+uint64_t ring_count(const RingHeader *r);
+
+// Writes `len` bytes atomically (<= PIPE_BUF) into the pipe that process
+// `pid` has open as fd `fd` with inode `ino` (checked, so a reused fd number
+// never receives them). Returns 0 or an errno value.
+int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len);
+void notify_cache_drop(int32_t pid);
+
+} // namespace ovsoft

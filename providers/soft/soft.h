@@ -1,0 +1,210 @@
+// openverbs software RDMA device: the provider's per-process objects.
+//
+// Each verbs object embeds the struct the library and the application see
+// (first member, so the pointers convert both ways) and refers to its shared
+// counterpart in the device segment (shm.h) by slot number.
+#pragma once
+
+#include <infiniband/driver.h>
+#include <infiniband/openverbs.h>
+
+#include "shm.h"
+
+#include <atomic>
+#include <cstdint>
+#include <pthread.h>
+
+namespace ovsoft {
+
+// Limits reported by query_device and enforced by every verb.
+inline constexpr uint32_t kMaxQpWr = 16384;
+inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxInline = 512;
+inline constexpr uint32_t kMaxCqe = 65536;
+inline constexpr uint32_t kMaxSrqWr = 16384;
+inline constexpr uint32_t kMaxRdAtom = 128;
+inline constexpr uint64_t kMaxMrSize = 1ull << 40;
+inline constexpr uint32_t kMaxMsgSize = 1u << 31;
+inline constexpr uint32_t kUdMtu = 4096;
+inline constexpr uint32_t kGidTableLen = 1;
+inline constexpr uint32_t kPkeyTableLen = 1;
+
+struct SoftDevice {
+	struct verbs_device vdev;
+	int index; // soft<index>
+};
+
+struct SoftQp;
+
+struct SoftContext {
+	struct verbs_context vctx;
+	int index;
+	Segment *seg;
+	int async_wr;       // write end of the async event pipe
+	uint32_t async_ino; // inode of the pipe (peers check it)
+	pthread_mutex_t lock;
+	SoftQp *qps;        // this context's QPs (progress thread, watchdog)
+	std::atomic<int> pending; // QPs with send work waiting to be retried
+	pthread_t thread;
+	bool thread_started;
+	std::atomic<bool> stop;
+	pthread_mutex_t wake_lock;
+	pthread_cond_t wake;
+	int chan_fds[64];   // write ends of completion channel pipes we made
+	SoftContext *next_ctx; // global list (exit handler)
+};
+
+struct SoftPd {
+	struct ibv_pd pd;
+	uint32_t id;
+	bool parent;        // a parent domain (alloc_parent_domain)
+	struct ibv_pd *real; // parent domains: the PD they wrap
+	struct ibv_td *td;
+	void *pd_context;
+	void *(*alloc)(struct ibv_pd *, void *, size_t, size_t, uint64_t);
+	void (*free)(struct ibv_pd *, void *, void *, uint64_t);
+};
+
+struct SoftTd {
+	struct ibv_td td;
+	std::atomic<int> refs;
+};
+
+struct SoftMr {
+	struct verbs_mr vmr;
+	uint32_t slot;
+};
+
+struct SoftMw {
+	struct ibv_mw mw;
+	uint32_t slot;
+};
+
+struct SoftCq {
+	struct verbs_cq vcq;
+	uint32_t slot;
+	uint32_t capacity;
+	RingHeader *ring;
+	uint64_t ring_off;
+	pthread_mutex_t poll_lock;
+	int chan_wfd;        // our own write end of the channel (notifying ourselves)
+	std::atomic<int> users; // QPs / SRQs using it
+	bool ex;             // created with create_cq_ex
+	uint64_t wc_flags;
+	CqeCell cur;         // the completion start_poll/next_poll returned
+};
+
+struct SoftSrq {
+	struct verbs_srq vsrq;
+	uint32_t slot;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	RingHeader *ring;
+	uint64_t ring_off;
+	pthread_mutex_t post_lock;
+	SoftCq *cq;          // XRC SRQ
+	std::atomic<int> users;
+};
+
+struct SoftAh {
+	struct ibv_ah ah;
+	struct ibv_ah_attr attr;
+};
+
+struct SoftXrcd {
+	struct verbs_xrcd vxrcd;
+	uint32_t slot;
+};
+
+// One send work request as the engine executes it.
+struct SoftWr {
+	uint64_t wr_id;
+	uint32_t opcode;     // enum ibv_wr_opcode
+	uint32_t send_flags;
+	uint32_t imm;        // network order, or the rkey to invalidate
+	uint32_t num_sge;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t remote_qpn; // UD
+	uint32_t remote_qkey;
+	uint32_t xrc_srqn;
+	uint64_t compare_add;
+	uint64_t swap;
+	struct ibv_ah_attr ah; // UD destination
+	bool has_ah;
+	// Memory window bind
+	struct ibv_mw *mw;
+	uint32_t bind_rkey;
+	struct ibv_mw_bind_info bind;
+	// Retry bookkeeping
+	int rnr_left;
+	int retry_left;
+	uint64_t due_ns;
+	uint32_t inline_len;
+	struct ibv_sge sge[kMaxSge];
+	uint8_t inline_data[kMaxInline];
+};
+
+struct SoftQp {
+	struct verbs_qp vqp;
+	SoftContext *ctx;
+	uint32_t slot;
+	uint32_t qpn;
+	enum ibv_qp_type type;
+	SoftCq *scq;
+	SoftCq *rcq;
+	SoftSrq *srq;
+	SoftXrcd *xrcd;
+	uint32_t pd_id;
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	bool opened;          // made by ibv_open_qp (XRC target handle)
+	RingHeader *rq;
+	uint64_t rq_off;
+	uint32_t rq_cell;
+	pthread_mutex_t sq_lock;
+	pthread_mutex_t rq_lock;
+	// Pending send work (in order): a ring of SoftWr of depth max_send_wr.
+	SoftWr *sq;
+	uint32_t sq_depth;
+	uint32_t sq_head, sq_count;
+	// Attributes (query_qp reports them back).
+	struct ibv_qp_attr attr;
+	int32_t remote_pid;
+	uint64_t remote_start;
+	// qp_ex staging between wr_start and wr_complete.
+	SoftWr *staged;
+	uint32_t staged_count;
+	uint32_t staged_cap;
+	int staged_err;
+	bool flushed;
+	SoftQp *next;
+};
+
+static inline SoftContext *to_sctx(struct ibv_context *c)
+{
+	return reinterpret_cast<SoftContext *>(
+		reinterpret_cast<char *>(c) - offsetof(SoftContext, vctx.context));
+}
+static inline SoftQp *to_sqp(struct ibv_qp *q) { return reinterpret_cast<SoftQp *>(q); }
+static inline SoftCq *to_scq(struct ibv_cq *c) { return reinterpret_cast<SoftCq *>(c); }
+static inline SoftSrq *to_ssrq(struct ibv_srq *s) { return reinterpret_cast<SoftSrq *>(s); }
+static inline SoftPd *to_spd(struct ibv_pd *p) { return reinterpret_cast<SoftPd *>(p); }
+
+// Stable identifiers of soft<index>: node GUID = port GUID = system image GUID.
+uint64_t device_guid(int index); // host order
+inline uint16_t device_lid(int index) { return uint16_t(index + 1); }
+
+// engine.cpp
+int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
+void progress_qp(SoftQp *qp, bool force);
+void qp_to_error(SoftQp *qp, bool fatal_event);
+void flush_rq(SoftQp *qp);
+int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);
+void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t element,
+		  uint32_t type);
+uint64_t now_ns();
+void init_qp_ex_ops(SoftQp *qp);
+
+} // namespace ovsoft

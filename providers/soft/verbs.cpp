@@ -1,0 +1,2206 @@
+// openverbs software RDMA device: device, context and the control-path verbs.
+//
+// Behaviour follows the rdma-core 44 man pages (ibv_query_device(3),
+// ibv_modify_qp(3), ibv_create_qp_ex(3), ibv_open_xrcd(3), ...) and the
+// InfiniBand QP state machine; the data path is in engine.cpp.
+#include "soft.h"
+#include "log.h"
+#include "soft_hooks.h"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <endian.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+// ------------------------------------------------------------------ logging
+
+void softlog(int level, const char *fmt, ...)
+{
+	static int configured = -1;
+	if (configured < 0) {
+		const char *v = secure_getenv("VERBS_LOG_LEVEL");
+		configured = v ? atoi(v) : 0;
+	}
+	if (level > configured)
+		return;
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "libibverbs: soft: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	errno = saved;
+}
+
+uint64_t device_guid(int index)
+{
+	// Locally administered EUI-64 "02:00:4f:56:ff:fe:<index>" (4f 56 = "OV").
+	return 0x02004f56fffe0000ull | uint64_t(uint32_t(index) & 0xffff);
+}
+
+static inline uint32_t next_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static inline int32_t self_pid() { return getpid(); }
+
+static uint32_t fd_ino(int fd)
+{
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return 0;
+	return uint32_t(st.st_ino);
+}
+
+// ------------------------------------------------------------------ contexts list
+
+static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static SoftContext *g_contexts;
+
+static void stop_thread(SoftContext *ctx)
+{
+	if (!ctx->thread_started)
+		return;
+	ctx->stop.store(true);
+	pthread_mutex_lock(&ctx->wake_lock);
+	pthread_cond_signal(&ctx->wake);
+	pthread_mutex_unlock(&ctx->wake_lock);
+	pthread_join(ctx->thread, nullptr);
+	ctx->thread_started = false;
+}
+
+__attribute__((destructor)) static void soft_exit()
+{
+	// The process leaves without closing every device: give the shared
+	// state back so that nothing stays behind in /dev/shm.
+	pthread_mutex_lock(&g_ctx_lock);
+	for (SoftContext *c = g_contexts; c; c = c->next_ctx) {
+		stop_thread(c);
+		if (c->seg) {
+			segment_detach(c->seg);
+			c->seg = nullptr;
+		}
+	}
+	pthread_mutex_unlock(&g_ctx_lock);
+}
+
+// ------------------------------------------------------------------ progress thread
+
+static void watchdog(SoftContext *ctx)
+{
+	Segment *seg = ctx->seg;
+	for (SoftQp *qp = ctx->qps; qp; qp = qp->next) {
+		if (qp->opened || !qp->sq)
+			continue;
+		QpEntry &e = seg->hdr->qps[qp->slot];
+		uint32_t st = e.state.load();
+		if (st == IBV_QPS_ERR && !qp->flushed) {
+			pthread_mutex_lock(&qp->sq_lock);
+			if (!qp->flushed)
+				qp_to_error(qp, e.remote_error.load() != 0);
+			pthread_mutex_unlock(&qp->sq_lock);
+			continue;
+		}
+		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && qp->remote_pid > 0 &&
+		    qp->remote_pid != self_pid() && qp->type != IBV_QPT_UD &&
+		    !process_alive(qp->remote_pid, qp->remote_start)) {
+			softlog(3, "soft%d: QP 0x%x: peer process %d is gone", ctx->index, qp->qpn,
+				qp->remote_pid);
+			pthread_mutex_lock(&qp->sq_lock);
+			qp_to_error(qp, true);
+			pthread_mutex_unlock(&qp->sq_lock);
+		}
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	auto *ctx = static_cast<SoftContext *>(arg);
+	uint64_t last_watch = 0, last_reap = now_ns();
+	while (!ctx->stop.load()) {
+		bool waiting = false;
+		uint64_t now = now_ns();
+		pthread_mutex_lock(&ctx->lock);
+		for (SoftQp *qp = ctx->qps; qp; qp = qp->next) {
+			if (qp->sq_count) {
+				progress_qp(qp, false);
+				if (qp->sq_count)
+					waiting = true;
+			}
+		}
+		if (now - last_watch > 20000000ull) {
+			watchdog(ctx);
+			last_watch = now;
+		}
+		pthread_mutex_unlock(&ctx->lock);
+		if (now - last_reap > 2000000000ull) {
+			segment_reap(ctx->seg);
+			last_reap = now;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t wait_ns = waiting ? 20000ull : 20000000ull;
+		ts.tv_nsec += long(wait_ns);
+		while (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&ctx->wake_lock);
+		if (!ctx->stop.load())
+			pthread_cond_timedwait(&ctx->wake, &ctx->wake_lock, &ts);
+		pthread_mutex_unlock(&ctx->wake_lock);
+	}
+	return nullptr;
+}
+
+static void ensure_thread(SoftContext *ctx)
+{
+	if (ctx->thread_started)
+		return;
+	ctx->stop.store(false);
+	if (pthread_create(&ctx->thread, nullptr, progress_main, ctx) == 0)
+		ctx->thread_started = true;
+	else
+		softlog(1, "soft%d: cannot start the progress thread", ctx->index);
+}
+
+// ------------------------------------------------------------------ device queries
+
+static int soft_query_device_ex(struct ibv_context *context,
+				const struct ibv_query_device_ex_input *input,
+				struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	if (!attr || attr_size < sizeof(struct ibv_device_attr))
+		return EINVAL;
+	if (input && input->comp_mask)
+		return EINVAL;
+	SoftContext *ctx = to_sctx(context);
+	struct ibv_device_attr_ex a;
+	memset(&a, 0, sizeof(a));
+	struct ibv_device_attr &o = a.orig_attr;
+	snprintf(o.fw_ver, sizeof(o.fw_ver), "openverbs-soft %d.0", 44);
+	o.node_guid = htobe64(device_guid(ctx->index));
+	o.sys_image_guid = o.node_guid;
+	o.max_mr_size = kMaxMrSize;
+	o.page_size_cap = 0xfffff000u;
+	o.vendor_id = 0;
+	o.vendor_part_id = 0x4f56;
+	o.hw_ver = 0;
+	o.max_qp = kMaxQps;
+	o.max_qp_wr = kMaxQpWr;
+	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |
+			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	o.max_sge = kMaxSge;
+	o.max_sge_rd = kMaxSge;
+	o.max_cq = kMaxCqs;
+	o.max_cqe = kMaxCqe;
+	o.max_mr = kMaxMrs;
+	o.max_pd = 1 << 20;
+	o.max_qp_rd_atom = kMaxRdAtom;
+	o.max_qp_init_rd_atom = kMaxRdAtom;
+	o.max_res_rd_atom = kMaxRdAtom * kMaxQps;
+	o.atomic_cap = IBV_ATOMIC_GLOB;
+	o.max_mw = kMaxMrs;
+	o.max_mcast_grp = kMaxMcast;
+	o.max_mcast_qp_attach = kMaxMcastAttach;
+	o.max_total_mcast_qp_attach = kMaxMcast * kMaxMcastAttach;
+	o.max_ah = 1 << 20;
+	o.max_srq = kMaxSrqs;
+	o.max_srq_wr = kMaxSrqWr;
+	o.max_srq_sge = kMaxSge;
+	o.max_pkeys = kPkeyTableLen;
+	o.local_ca_ack_delay = 15;
+	o.phys_port_cnt = 1;
+	a.device_cap_flags_ex = o.device_cap_flags;
+	a.phys_port_cnt_ex = 1;
+	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
+	memcpy(attr, &a, n);
+	return 0;
+}
+
+static int soft_query_port(struct ibv_context *context, uint8_t port, struct ibv_port_attr *attr)
+{
+	if (port != 1 || !attr)
+		return EINVAL;
+	SoftContext *ctx = to_sctx(context);
+	memset(attr, 0, sizeof(*attr));
+	attr->state = IBV_PORT_ACTIVE;
+	attr->max_mtu = IBV_MTU_4096;
+	attr->active_mtu = IBV_MTU_4096;
+	attr->gid_tbl_len = kGidTableLen;
+	attr->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_SYS_IMAGE_GUID_SUP;
+	attr->max_msg_sz = kMaxMsgSize;
+	attr->pkey_tbl_len = kPkeyTableLen;
+	attr->lid = device_lid(ctx->index);
+	attr->sm_lid = 1;
+	attr->lmc = 0;
+	attr->max_vl_num = 1;
+	attr->sm_sl = 0;
+	attr->subnet_timeout = 18;
+	attr->active_width = 2;  // 4X
+	attr->active_speed = 64; // HDR
+	attr->phys_state = 5;    // LinkUp
+	attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	return 0;
+}
+
+static int hook_query_gid(struct ibv_context *context, uint8_t port, int index, union ibv_gid *gid)
+{
+	if (!context || !gid || port != 1 || index < 0 || uint32_t(index) >= kGidTableLen)
+		return EINVAL;
+	SoftContext *ctx = to_sctx(context);
+	uint64_t prefix = htobe64(0xfe80000000000000ull);
+	uint64_t guid = htobe64(device_guid(ctx->index));
+	memcpy(gid->raw, &prefix, 8);
+	memcpy(gid->raw + 8, &guid, 8);
+	return 0;
+}
+
+static int hook_query_pkey(struct ibv_context *context, uint8_t port, int index, __be16 *pkey)
+{
+	if (!context || !pkey || port != 1 || index < 0 || uint32_t(index) >= kPkeyTableLen)
+		return EINVAL;
+	*pkey = htobe16(0xffff);
+	return 0;
+}
+
+static int hook_create_comp_channel(struct ibv_context *context, int *fd)
+{
+	if (!context || !fd)
+		return EINVAL;
+	SoftContext *ctx = to_sctx(context);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return errno;
+	pthread_mutex_lock(&ctx->lock);
+	bool kept = false;
+	for (int &c : ctx->chan_fds)
+		if (c < 0) {
+			c = p[1]; // keeps a writer so a blocking read never sees EOF
+			kept = true;
+			break;
+		}
+	pthread_mutex_unlock(&ctx->lock);
+	if (!kept)
+		close(p[1]);
+	*fd = p[0];
+	return 0;
+}
+
+} // namespace ovsoft
+
+extern "C" const struct openverbs_soft_hooks openverbs_soft_hooks_v1;
+extern "C" const struct openverbs_soft_hooks openverbs_soft_hooks_v1 = {
+	OPENVERBS_SOFT_HOOKS_VERSION,
+	sizeof(struct openverbs_soft_hooks),
+	ovsoft::hook_query_gid,
+	ovsoft::hook_query_pkey,
+	ovsoft::hook_create_comp_channel,
+};
+
+namespace ovsoft {
+
+// ------------------------------------------------------------------ PD / TD / parent domain
+
+static struct ibv_pd *soft_alloc_pd(struct ibv_context *context)
+{
+	auto *pd = static_cast<SoftPd *>(calloc(1, sizeof(SoftPd)));
+	if (!pd) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	SoftContext *ctx = to_sctx(context);
+	pd->id = ctx->seg->hdr->next_pd_id.fetch_add(1);
+	if (!pd->id)
+		pd->id = ctx->seg->hdr->next_pd_id.fetch_add(1);
+	pd->pd.context = context;
+	pd->pd.handle = pd->id;
+	return &pd->pd;
+}
+
+static int soft_dealloc_pd(struct ibv_pd *ibpd)
+{
+	SoftPd *pd = to_spd(ibpd);
+	if (pd->parent && pd->td)
+		reinterpret_cast<SoftTd *>(pd->td)->refs.fetch_sub(1);
+	free(pd);
+	return 0;
+}
+
+static struct ibv_td *soft_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *attr)
+{
+	if (!attr || attr->comp_mask) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *td = new (std::nothrow) SoftTd();
+	if (!td) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	td->td.context = context;
+	td->refs.store(0);
+	return &td->td;
+}
+
+static int soft_dealloc_td(struct ibv_td *ibtd)
+{
+	auto *td = reinterpret_cast<SoftTd *>(ibtd);
+	if (td->refs.load())
+		return EBUSY;
+	delete td;
+	return 0;
+}
+
+static struct ibv_pd *soft_alloc_parent_domain(struct ibv_context *context,
+					       struct ibv_parent_domain_init_attr *attr)
+{
+	if (!attr || !attr->pd ||
+	    (attr->comp_mask & ~uint32_t(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+					 IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *pd = static_cast<SoftPd *>(calloc(1, sizeof(SoftPd)));
+	if (!pd) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	SoftPd *real = to_spd(attr->pd);
+	pd->id = real->id;
+	pd->parent = true;
+	pd->real = attr->pd;
+	pd->td = attr->td;
+	if (attr->td)
+		reinterpret_cast<SoftTd *>(attr->td)->refs.fetch_add(1);
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pd->pd_context = attr->pd_context;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) {
+		pd->alloc = attr->alloc;
+		pd->free = attr->free;
+	}
+	pd->pd.context = context;
+	pd->pd.handle = real->pd.handle;
+	return &pd->pd;
+}
+
+// ------------------------------------------------------------------ memory keys
+
+// Allocates a key slot (device lock held by the caller). Returns slot or -1.
+static int key_slot_alloc(Segment *seg)
+{
+	static thread_local uint32_t hint;
+	for (uint32_t i = 0; i < kMaxMrs; i++) {
+		uint32_t s = (hint + i) % kMaxMrs;
+		if (seg->hdr->mrs[s].kind.load() == KEY_FREE) {
+			hint = s + 1;
+			return int(s);
+		}
+	}
+	return -1;
+}
+
+static uint32_t make_key(Segment *seg, uint32_t slot)
+{
+	uint32_t gen = seg->hdr->key_gen.fetch_add(1) & 0xff;
+	return ((slot + 1) << 8) | gen;
+}
+
+static const int kKnownAccess =
+	IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+	IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+
+static int check_access(int access)
+{
+	if (access & ~kKnownAccess)
+		return EINVAL;
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	return 0;
+}
+
+static int check_mapped(void *addr, size_t length)
+{
+	uintptr_t a = uintptr_t(addr) & ~uintptr_t(4095);
+	uintptr_t e = uintptr_t(addr) + length;
+	if (e < uintptr_t(addr))
+		return EFAULT;
+	// madvise(MADV_NORMAL) fails with ENOMEM on any unmapped page in range.
+	if (madvise(reinterpret_cast<void *>(a), e - a, MADV_NORMAL) != 0)
+		return EFAULT;
+	return 0;
+}
+
+static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
+				  int access)
+{
+	int rc = check_access(access);
+	if (!rc && (!length || length > kMaxMrSize))
+		rc = EINVAL;
+	if (!rc)
+		rc = check_mapped(addr, length);
+	if (rc) {
+		errno = rc;
+		return nullptr;
+	}
+	auto *mr = static_cast<SoftMr *>(calloc(1, sizeof(SoftMr)));
+	if (!mr) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	SoftContext *ctx = to_sctx(ibpd->context);
+	Segment *seg = ctx->seg;
+	shm_lock(&seg->hdr->lock);
+	int slot = key_slot_alloc(seg);
+	if (slot < 0) {
+		shm_unlock(&seg->hdr->lock);
+		free(mr);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	MrEntry &e = seg->hdr->mrs[slot];
+	e.key = make_key(seg, slot);
+	e.owner = seg->my_proc;
+	e.owner_pid = self_pid();
+	e.pd_id = to_spd(ibpd)->id;
+	e.access = access;
+	e.addr = uintptr_t(addr);
+	e.iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
+	e.length = length;
+	e.mw_type = 0;
+	e.parent = 0;
+	e.bound_qpn = 0;
+	e.kind.store(KEY_MR, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	mr->slot = slot;
+	mr->vmr.mr_type = IBV_MR_TYPE_MR;
+	mr->vmr.access = access;
+	struct ibv_mr &m = mr->vmr.ibv_mr;
+	m.context = ibpd->context;
+	m.pd = ibpd;
+	m.addr = addr;
+	m.length = length;
+	m.handle = slot;
+	m.lkey = m.rkey = e.key;
+	return &m;
+}
+
+static int soft_dereg_mr(struct verbs_mr *vmr)
+{
+	auto *mr = reinterpret_cast<SoftMr *>(vmr);
+	SoftContext *ctx = to_sctx(vmr->ibv_mr.context);
+	Segment *seg = ctx->seg;
+	shm_lock(&seg->hdr->lock);
+	MrEntry &e = seg->hdr->mrs[mr->slot];
+	if (e.kind.load() == KEY_MR && e.key == vmr->ibv_mr.lkey)
+		e.kind.store(KEY_FREE, std::memory_order_release);
+	// Windows bound to this region become unusable.
+	for (auto &w : seg->hdr->mrs)
+		if (w.kind.load() == KEY_MW && w.parent == mr->slot + 1)
+			w.parent = 0;
+	shm_unlock(&seg->hdr->lock);
+	free(mr);
+	return 0;
+}
+
+static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+			 size_t length, int access)
+{
+	auto *mr = reinterpret_cast<SoftMr *>(vmr);
+	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+		      IBV_REREG_MR_CHANGE_ACCESS))
+		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && check_access(access))
+		return EINVAL;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		if (!length || length > kMaxMrSize || check_mapped(addr, length))
+			return EINVAL;
+	}
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return EINVAL;
+	Segment *seg = to_sctx(vmr->ibv_mr.context)->seg;
+	shm_lock(&seg->hdr->lock);
+	MrEntry &e = seg->hdr->mrs[mr->slot];
+	e.kind.store(KEY_FREE, std::memory_order_release);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		e.addr = uintptr_t(addr);
+		e.iova = uintptr_t(addr);
+		e.length = length;
+		vmr->ibv_mr.addr = addr;
+		vmr->ibv_mr.length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		e.pd_id = to_spd(pd)->id;
+		vmr->ibv_mr.pd = pd;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		e.access = access;
+		vmr->access = access;
+	}
+	e.kind.store(KEY_MR, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	return 0;
+}
+
+static struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
+{
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *mw = static_cast<SoftMw *>(calloc(1, sizeof(SoftMw)));
+	if (!mw) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	Segment *seg = to_sctx(ibpd->context)->seg;
+	shm_lock(&seg->hdr->lock);
+	int slot = key_slot_alloc(seg);
+	if (slot < 0) {
+		shm_unlock(&seg->hdr->lock);
+		free(mw);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	MrEntry &e = seg->hdr->mrs[slot];
+	e.key = make_key(seg, slot);
+	e.owner = seg->my_proc;
+	e.owner_pid = self_pid();
+	e.pd_id = to_spd(ibpd)->id;
+	e.access = 0;
+	e.addr = e.iova = e.length = 0;
+	e.mw_type = type;
+	e.parent = 0;
+	e.bound_qpn = 0;
+	e.kind.store(KEY_MW, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	mw->slot = slot;
+	mw->mw.context = ibpd->context;
+	mw->mw.pd = ibpd;
+	mw->mw.rkey = e.key;
+	mw->mw.handle = slot;
+	mw->mw.type = type;
+	return &mw->mw;
+}
+
+static int soft_dealloc_mw(struct ibv_mw *ibmw)
+{
+	auto *mw = reinterpret_cast<SoftMw *>(ibmw);
+	Segment *seg = to_sctx(ibmw->context)->seg;
+	shm_lock(&seg->hdr->lock);
+	MrEntry &e = seg->hdr->mrs[mw->slot];
+	if (e.kind.load() == KEY_MW && e.owner == seg->my_proc)
+		e.kind.store(KEY_FREE, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	free(mw);
+	return 0;
+}
+
+static int soft_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind)
+{
+	if (!ibqp || !ibmw || !bind || ibmw->type != IBV_MW_TYPE_1)
+		return EINVAL;
+	SoftQp *qp = to_sqp(ibqp);
+	if (qp->type == IBV_QPT_UD || !qp->sq)
+		return EINVAL;
+	if (bind->bind_info.mr && bind->bind_info.mr->pd != ibmw->pd)
+		return EINVAL;
+	SoftWr *w = static_cast<SoftWr *>(calloc(1, sizeof(SoftWr)));
+	if (!w)
+		return ENOMEM;
+	w->wr_id = bind->wr_id;
+	w->opcode = IBV_WR_BIND_MW;
+	w->send_flags = bind->send_flags;
+	w->mw = ibmw;
+	w->bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
+	w->bind = bind->bind_info;
+	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load();
+	int rc = st == IBV_QPS_RTS || st == IBV_QPS_ERR ? submit_wrs(qp, w, 1) : EINVAL;
+	free(w);
+	return rc;
+}
+
+// ------------------------------------------------------------------ CQ
+
+static void cq_ex_setup(SoftCq *cq);
+
+static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *channel,
+			 int comp_vector, bool ex)
+{
+	if (cqe < 1 || uint32_t(cqe) > kMaxCqe || comp_vector < 0 ||
+	    comp_vector >= ctx->vctx.context.num_comp_vectors) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	uint32_t chan_ino = 0;
+	if (channel) {
+		struct stat st;
+		if (fstat(channel->fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+			softlog(1, "soft%d: completion channel fd %d is not a pipe: events cannot "
+				   "be delivered", ctx->index, channel->fd);
+			errno = EINVAL;
+			return nullptr;
+		}
+		chan_ino = uint32_t(st.st_ino);
+	}
+	auto *cq = static_cast<SoftCq *>(calloc(1, sizeof(SoftCq)));
+	if (!cq) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	uint32_t cap = next_pow2(uint32_t(cqe));
+	if (cap < 2)
+		cap = 2;
+	uint32_t cell = (8 + sizeof(CqeCell) + 7) & ~7u;
+	Segment *seg = ctx->seg;
+	shm_lock(&seg->hdr->lock);
+	int slot = -1;
+	for (uint32_t i = 0; i < kMaxCqs; i++)
+		if (seg->hdr->cqs[i].slot.load() == SLOT_FREE) {
+			slot = int(i);
+			break;
+		}
+	uint64_t off = slot >= 0 ? arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell,
+					       seg->my_proc)
+				 : 0;
+	if (!off) {
+		shm_unlock(&seg->hdr->lock);
+		free(cq);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	auto *ring = reinterpret_cast<RingHeader *>(seg->base + off);
+	ring_init(ring, cell, cap, seg->my_proc);
+	CqEntry &e = seg->hdr->cqs[slot];
+	e.generation++;
+	e.owner = seg->my_proc;
+	e.owner_pid = self_pid();
+	e.ring = off;
+	e.user_handle = uintptr_t(&cq->vcq.cq);
+	e.armed.store(0);
+	e.overflow.store(0);
+	e.channel_fd = channel ? channel->fd : -1;
+	e.channel_ino = chan_ino;
+	e.async_fd = ctx->vctx.context.async_fd;
+	e.async_ino = ctx->async_ino;
+	e.slot.store(SLOT_LIVE, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	cq->slot = slot;
+	cq->capacity = cap;
+	cq->ring = ring;
+	cq->ring_off = off;
+	cq->chan_wfd = -1;
+	cq->ex = ex;
+	pthread_mutex_init(&cq->poll_lock, nullptr);
+	verbs_init_cq(&cq->vcq.cq, &ctx->vctx.context, channel, nullptr);
+	cq->vcq.cq.cqe = int(cap);
+	cq->vcq.cq.handle = slot;
+	return cq;
+}
+
+static struct ibv_cq *soft_create_cq(struct ibv_context *context, int cqe,
+				     struct ibv_comp_channel *channel, int comp_vector)
+{
+	SoftCq *cq = cq_create(to_sctx(context), cqe, channel, comp_vector, false);
+	return cq ? &cq->vcq.cq : nullptr;
+}
+
+static const uint64_t kSupportedWcFlags =
+	IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+	IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+	IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
+					   struct ibv_cq_init_attr_ex *attr)
+{
+	if (!attr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (attr->wc_flags & ~kSupportedWcFlags) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	SoftCq *cq = cq_create(to_sctx(context), int(attr->cqe), attr->channel,
+			       int(attr->comp_vector), true);
+	if (!cq)
+		return nullptr;
+	cq->wc_flags = attr->wc_flags;
+	cq_ex_setup(cq);
+	return &cq->vcq.cq_ex;
+}
+
+static int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	SoftCq *cq = to_scq(ibcq);
+	if (n < 0 || (n && !wc))
+		return -EINVAL;
+	int got = 0;
+	pthread_mutex_lock(&cq->poll_lock);
+	CqeCell c;
+	while (got < n && ring_pop(cq->ring, &c, sizeof(c)))
+		wc[got++] = c.wc;
+	pthread_mutex_unlock(&cq->poll_lock);
+	return got;
+}
+
+static int soft_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	SoftCq *cq = to_scq(ibcq);
+	Segment *seg = to_sctx(ibcq->context)->seg;
+	seg->hdr->cqs[cq->slot].armed.store(solicited_only ? 2 : 1, std::memory_order_release);
+	return 0;
+}
+
+static void soft_cq_event(struct ibv_cq *) {}
+
+static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	SoftCq *cq = to_scq(ibcq);
+	if (cqe < 1 || uint32_t(cqe) > kMaxCqe)
+		return EINVAL;
+	uint32_t cap = next_pow2(uint32_t(cqe));
+	if (cap < 2)
+		cap = 2;
+	pthread_mutex_lock(&cq->poll_lock);
+	if (ring_count(cq->ring) > cap) {
+		pthread_mutex_unlock(&cq->poll_lock);
+		return EINVAL;
+	}
+	Segment *seg = to_sctx(ibcq->context)->seg;
+	uint32_t cell = cq->ring->cell_size;
+	shm_lock(&seg->hdr->lock);
+	uint64_t off = arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell, seg->my_proc);
+	if (!off) {
+		shm_unlock(&seg->hdr->lock);
+		pthread_mutex_unlock(&cq->poll_lock);
+		return ENOMEM;
+	}
+	auto *ring = reinterpret_cast<RingHeader *>(seg->base + off);
+	ring_init(ring, cell, cap, seg->my_proc);
+	CqEntry &e = seg->hdr->cqs[cq->slot];
+	e.ring = off;
+	CqeCell c;
+	while (ring_pop(cq->ring, &c, sizeof(c))) {
+		uint64_t pos;
+		void *dst = ring_claim(ring, &pos);
+		if (!dst)
+			break;
+		memcpy(dst, &c, sizeof(c));
+		ring_publish(ring, dst, pos);
+	}
+	arena_free(seg, cq->ring_off);
+	shm_unlock(&seg->hdr->lock);
+	cq->ring = ring;
+	cq->ring_off = off;
+	cq->capacity = cap;
+	ibcq->cqe = int(cap);
+	pthread_mutex_unlock(&cq->poll_lock);
+	return 0;
+}
+
+static int soft_destroy_cq(struct ibv_cq *ibcq)
+{
+	SoftCq *cq = to_scq(ibcq);
+	if (cq->users.load())
+		return EBUSY;
+	Segment *seg = to_sctx(ibcq->context)->seg;
+	shm_lock(&seg->hdr->lock);
+	CqEntry &e = seg->hdr->cqs[cq->slot];
+	e.generation++;
+	e.slot.store(SLOT_FREE, std::memory_order_release);
+	arena_free(seg, cq->ring_off);
+	shm_unlock(&seg->hdr->lock);
+	pthread_mutex_destroy(&cq->poll_lock);
+	free(cq);
+	return 0;
+}
+
+// cq_ex polling: start_poll takes the first completion, next_poll the
+// following ones, read_* report fields of the current one.
+static inline SoftCq *ex_cq(struct ibv_cq_ex *c) { return reinterpret_cast<SoftCq *>(c); }
+
+static int ex_load(SoftCq *cq)
+{
+	if (!ring_pop(cq->ring, &cq->cur, sizeof(cq->cur)))
+		return ENOENT;
+	cq->vcq.cq_ex.status = cq->cur.wc.status;
+	cq->vcq.cq_ex.wr_id = cq->cur.wc.wr_id;
+	return 0;
+}
+
+static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	SoftCq *cq = ex_cq(c);
+	pthread_mutex_lock(&cq->poll_lock);
+	int rc = ex_load(cq);
+	if (rc)
+		pthread_mutex_unlock(&cq->poll_lock);
+	return rc;
+}
+static int ex_next_poll(struct ibv_cq_ex *c) { return ex_load(ex_cq(c)); }
+static void ex_end_poll(struct ibv_cq_ex *c) { pthread_mutex_unlock(&ex_cq(c)->poll_lock); }
+static enum ibv_wc_opcode ex_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.opcode; }
+static uint32_t ex_vendor_err(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.vendor_err; }
+static uint32_t ex_byte_len(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.byte_len; }
+static __be32 ex_imm(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.imm_data; }
+static uint32_t ex_qp_num(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.qp_num; }
+static uint32_t ex_src_qp(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.src_qp; }
+static unsigned int ex_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.wc_flags; }
+static uint32_t ex_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.slid; }
+static uint8_t ex_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.sl; }
+static uint8_t ex_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.dlid_path_bits; }
+
+static void cq_ex_setup(SoftCq *cq)
+{
+	struct ibv_cq_ex &x = cq->vcq.cq_ex;
+	x.start_poll = ex_start_poll;
+	x.next_poll = ex_next_poll;
+	x.end_poll = ex_end_poll;
+	x.read_opcode = ex_opcode;
+	x.read_vendor_err = ex_vendor_err;
+	x.read_wc_flags = ex_wc_flags;
+	if (cq->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		x.read_byte_len = ex_byte_len;
+	if (cq->wc_flags & IBV_WC_EX_WITH_IMM)
+		x.read_imm_data = ex_imm;
+	if (cq->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		x.read_qp_num = ex_qp_num;
+	if (cq->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		x.read_src_qp = ex_src_qp;
+	if (cq->wc_flags & IBV_WC_EX_WITH_SLID)
+		x.read_slid = ex_slid;
+	if (cq->wc_flags & IBV_WC_EX_WITH_SL)
+		x.read_sl = ex_sl;
+	if (cq->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		x.read_dlid_path_bits = ex_dlid_path_bits;
+	x.comp_mask = 0;
+}
+
+// ------------------------------------------------------------------ SRQ
+
+static int recv_ring_alloc(Segment *seg, uint32_t depth, uint32_t max_sge, uint64_t *off,
+			   RingHeader **ring, uint32_t *cap_out)
+{
+	uint32_t cap = next_pow2(depth ? depth : 1);
+	uint32_t cell = (8 + sizeof(RecvWqe) + max_sge * sizeof(struct ibv_sge) + 7) & ~7u;
+	if (cell < 32)
+		cell = 32;
+	uint64_t o = arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell, seg->my_proc);
+	if (!o)
+		return ENOMEM;
+	auto *r = reinterpret_cast<RingHeader *>(seg->base + o);
+	ring_init(r, cell, cap, seg->my_proc);
+	*off = o;
+	*ring = r;
+	*cap_out = cap;
+	return 0;
+}
+
+static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
+				  struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_attr &a = attr->attr;
+	if (!a.max_wr || a.max_wr > kMaxSrqWr || a.max_sge > kMaxSge || a.srq_limit > a.max_wr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
+	    attr->srq_type != IBV_SRQT_XRC) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if (!pd || (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+			    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *srq = static_cast<SoftSrq *>(calloc(1, sizeof(SoftSrq)));
+	if (!srq) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	Segment *seg = ctx->seg;
+	uint32_t max_sge = a.max_sge ? a.max_sge : 1;
+	shm_lock(&seg->hdr->lock);
+	int slot = -1;
+	for (uint32_t i = 0; i < kMaxSrqs; i++)
+		if (seg->hdr->srqs[i].slot.load() == SLOT_FREE) {
+			slot = int(i);
+			break;
+		}
+	uint32_t cap = 0;
+	if (slot < 0 || recv_ring_alloc(seg, a.max_wr, max_sge, &srq->ring_off, &srq->ring, &cap)) {
+		shm_unlock(&seg->hdr->lock);
+		free(srq);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	SrqEntry &e = seg->hdr->srqs[slot];
+	e.generation++;
+	e.owner = seg->my_proc;
+	e.owner_pid = self_pid();
+	e.srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	e.pd_id = to_spd(pd)->id;
+	e.xrcd = xrc ? reinterpret_cast<SoftXrcd *>(attr->xrcd)->slot + 1 : 0;
+	e.cq = xrc ? to_scq(attr->cq)->slot + 1 : 0;
+	e.ring = srq->ring_off;
+	e.user_handle = uintptr_t(&srq->vsrq.srq);
+	e.limit.store(a.srq_limit);
+	e.async_fd = ctx->vctx.context.async_fd;
+	e.async_ino = ctx->async_ino;
+	e.error.store(0);
+	e.slot.store(SLOT_LIVE, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+	srq->slot = slot;
+	srq->max_wr = cap;
+	srq->max_sge = max_sge;
+	pthread_mutex_init(&srq->post_lock, nullptr);
+	struct ibv_srq &s = srq->vsrq.srq;
+	s.context = &ctx->vctx.context;
+	s.srq_context = attr->srq_context;
+	s.pd = pd;
+	s.handle = slot;
+	s.events_completed = 0;
+	pthread_mutex_init(&s.mutex, nullptr);
+	pthread_cond_init(&s.cond, nullptr);
+	srq->vsrq.srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	srq->vsrq.srq_num = slot + kSrqnBase;
+	if (xrc) {
+		srq->vsrq.xrcd = reinterpret_cast<struct verbs_xrcd *>(attr->xrcd);
+		srq->vsrq.cq = attr->cq;
+		srq->cq = to_scq(attr->cq);
+		srq->cq->users.fetch_add(1);
+	}
+	a.max_wr = cap;
+	a.max_sge = max_sge;
+	return &s;
+}
+
+static struct ibv_srq *soft_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	struct ibv_srq_init_attr_ex ex = {};
+	ex.srq_context = attr->srq_context;
+	ex.attr = attr->attr;
+	ex.comp_mask = IBV_SRQ_INIT_ATTR_PD;
+	ex.pd = pd;
+	struct ibv_srq *s = srq_create(to_sctx(pd->context), pd, &ex);
+	if (s)
+		attr->attr = ex.attr;
+	return s;
+}
+
+static struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
+					  struct ibv_srq_init_attr_ex *attr)
+{
+	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ||
+	    (attr->comp_mask & ~uint32_t(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+					 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ))) {
+		errno = attr && (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ? EOPNOTSUPP : EINVAL;
+		return nullptr;
+	}
+	return srq_create(to_sctx(context), attr->pd, attr);
+}
+
+static int soft_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+		return EINVAL;
+	if (mask & IBV_SRQ_MAX_WR)
+		return EINVAL; // resizing is not supported (no IBV_DEVICE_SRQ_RESIZE)
+	if (mask & IBV_SRQ_LIMIT) {
+		if (attr->srq_limit > srq->max_wr)
+			return EINVAL;
+		Segment *seg = to_sctx(ibsrq->context)->seg;
+		seg->hdr->srqs[srq->slot].limit.store(attr->srq_limit);
+	}
+	return 0;
+}
+
+static int soft_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	if (!attr)
+		return EINVAL;
+	Segment *seg = to_sctx(ibsrq->context)->seg;
+	attr->max_wr = srq->max_wr;
+	attr->max_sge = srq->max_sge;
+	attr->srq_limit = seg->hdr->srqs[srq->slot].limit.load();
+	return 0;
+}
+
+static int soft_destroy_srq(struct ibv_srq *ibsrq)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	if (srq->users.load())
+		return EBUSY;
+	Segment *seg = to_sctx(ibsrq->context)->seg;
+	shm_lock(&seg->hdr->lock);
+	SrqEntry &e = seg->hdr->srqs[srq->slot];
+	e.error.store(1);
+	e.generation++;
+	e.slot.store(SLOT_FREE, std::memory_order_release);
+	arena_free(seg, srq->ring_off);
+	shm_unlock(&seg->hdr->lock);
+	if (srq->cq)
+		srq->cq->users.fetch_sub(1);
+	pthread_mutex_destroy(&srq->post_lock);
+	free(srq);
+	return 0;
+}
+
+static int post_recv_ring(RingHeader *ring, uint32_t max_sge, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || uint32_t(wr->num_sge) > max_sge || (wr->num_sge && !wr->sg_list)) {
+			*bad = wr;
+			return EINVAL;
+		}
+		uint64_t pos;
+		void *cell = ring_claim(ring, &pos);
+		if (!cell) {
+			*bad = wr;
+			return ENOMEM;
+		}
+		auto *wqe = static_cast<RecvWqe *>(cell);
+		wqe->wr_id = wr->wr_id;
+		wqe->num_sge = wr->num_sge;
+		if (wr->num_sge)
+			memcpy(wqe->sge, wr->sg_list, wr->num_sge * sizeof(struct ibv_sge));
+		ring_publish(ring, cell, pos);
+	}
+	return 0;
+}
+
+static int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			      struct ibv_recv_wr **bad)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	return post_recv_ring(srq->ring, srq->max_sge, wr, bad);
+}
+
+static int soft_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	if (!num || srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*num = srq->vsrq.srq_num;
+	return 0;
+}
+
+// ------------------------------------------------------------------ XRC domains
+
+static struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
+				       struct ibv_xrcd_init_attr *attr)
+{
+	if (!attr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	if (attr->comp_mask & ~uint32_t(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if ((attr->comp_mask & (IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS)) !=
+	    (IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	uint64_t dev = 0, ino = 0;
+	bool anon = attr->fd == -1;
+	if (!anon) {
+		struct stat st;
+		if (fstat(attr->fd, &st) != 0) {
+			errno = EBADF;
+			return nullptr;
+		}
+		dev = st.st_dev;
+		ino = st.st_ino;
+	} else if (attr->oflags & ~O_CREAT) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *x = static_cast<SoftXrcd *>(calloc(1, sizeof(SoftXrcd)));
+	if (!x) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	Segment *seg = to_sctx(context)->seg;
+	SegmentHeader *h = seg->hdr;
+	shm_lock(&h->lock);
+	int slot = -1;
+	int err = 0;
+	if (!anon)
+		for (uint32_t i = 0; i < kMaxXrcds; i++)
+			if (h->xrcds[i].in_use && !h->xrcds[i].anonymous && h->xrcds[i].dev == dev &&
+			    h->xrcds[i].ino == ino)
+				slot = int(i);
+	if (slot >= 0 && (attr->oflags & O_EXCL) && (attr->oflags & O_CREAT))
+		err = EINVAL;
+	else if (slot < 0 && !(attr->oflags & O_CREAT) && !anon)
+		err = EAGAIN;
+	if (!err && slot < 0) {
+		for (uint32_t i = 0; i < kMaxXrcds; i++)
+			if (!h->xrcds[i].in_use) {
+				slot = int(i);
+				XrcdEntry &e = h->xrcds[i];
+				e.in_use = 1;
+				e.refs = 0;
+				e.dev = dev;
+				e.ino = ino;
+				e.anonymous = anon;
+				e.id = h->next_xrcd_id.fetch_add(1);
+				break;
+			}
+		if (slot < 0)
+			err = ENOMEM;
+	}
+	if (!err) {
+		int r = -1;
+		for (uint32_t i = 0; i < kMaxXrcdRefs; i++)
+			if (h->xrcd_refs[i].in_use && h->xrcd_refs[i].xrcd == uint32_t(slot) &&
+			    h->xrcd_refs[i].proc == seg->my_proc)
+				r = int(i);
+		if (r < 0)
+			for (uint32_t i = 0; i < kMaxXrcdRefs; i++)
+				if (!h->xrcd_refs[i].in_use) {
+					r = int(i);
+					h->xrcd_refs[i] = XrcdRef{1, uint32_t(slot), seg->my_proc, 0};
+					break;
+				}
+		if (r < 0) {
+			err = ENOMEM;
+			if (!h->xrcds[slot].refs)
+				h->xrcds[slot].in_use = 0;
+		} else {
+			h->xrcd_refs[r].count++;
+			h->xrcds[slot].refs++;
+		}
+	}
+	shm_unlock(&h->lock);
+	if (err) {
+		free(x);
+		errno = err;
+		return nullptr;
+	}
+	x->slot = slot;
+	x->vxrcd.xrcd.context = context;
+	x->vxrcd.comp_mask = VERBS_XRCD_HANDLE;
+	x->vxrcd.handle = slot;
+	return &x->vxrcd.xrcd;
+}
+
+static int soft_close_xrcd(struct ibv_xrcd *ibx)
+{
+	auto *x = reinterpret_cast<SoftXrcd *>(ibx);
+	Segment *seg = to_sctx(ibx->context)->seg;
+	SegmentHeader *h = seg->hdr;
+	shm_lock(&h->lock);
+	for (auto &r : h->xrcd_refs)
+		if (r.in_use && r.xrcd == x->slot && r.proc == seg->my_proc) {
+			if (!--r.count)
+				r.in_use = 0;
+			break;
+		}
+	XrcdEntry &e = h->xrcds[x->slot];
+	if (e.refs && !--e.refs)
+		e.in_use = 0;
+	shm_unlock(&h->lock);
+	free(x);
+	return 0;
+}
+
+// ------------------------------------------------------------------ QP
+
+static const uint64_t kSendOps =
+	IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+	IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+	IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+	IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+
+static void qp_link(SoftContext *ctx, SoftQp *qp)
+{
+	pthread_mutex_lock(&ctx->lock);
+	qp->next = ctx->qps;
+	ctx->qps = qp;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void qp_unlink(SoftContext *ctx, SoftQp *qp)
+{
+	pthread_mutex_lock(&ctx->lock);
+	for (SoftQp **p = &ctx->qps; *p; p = &(*p)->next)
+		if (*p == qp) {
+			*p = qp->next;
+			break;
+		}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void qp_init_public(SoftQp *qp, SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
+{
+	struct ibv_qp &q = qp->vqp.qp;
+	q.context = &ctx->vctx.context;
+	q.qp_context = a->qp_context;
+	q.pd = (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : nullptr;
+	q.send_cq = a->send_cq;
+	q.recv_cq = a->recv_cq;
+	q.srq = a->srq;
+	q.handle = qp->slot;
+	q.qp_num = qp->qpn;
+	q.state = IBV_QPS_RESET;
+	q.qp_type = a->qp_type;
+	q.events_completed = 0;
+	pthread_mutex_init(&q.mutex, nullptr);
+	pthread_cond_init(&q.cond, nullptr);
+}
+
+static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
+{
+	enum ibv_qp_type t = a->qp_type;
+	if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_UD && t != IBV_QPT_XRC_SEND &&
+	    t != IBV_QPT_XRC_RECV) {
+		errno = t == IBV_QPT_RAW_PACKET || t == IBV_QPT_DRIVER ? EOPNOTSUPP : EINVAL;
+		return nullptr;
+	}
+	if (a->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				     IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	bool has_sq = t != IBV_QPT_XRC_RECV;
+	bool has_rq = (t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD) && !a->srq;
+	struct ibv_pd *pd = (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : nullptr;
+	SoftXrcd *xrcd = nullptr;
+	if (t == IBV_QPT_XRC_RECV) {
+		if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd) {
+			errno = EINVAL;
+			return nullptr;
+		}
+		xrcd = reinterpret_cast<SoftXrcd *>(a->xrcd);
+	} else {
+		if (!pd || !a->send_cq || (t != IBV_QPT_XRC_SEND && !a->recv_cq)) {
+			errno = EINVAL;
+			return nullptr;
+		}
+		if (pd->context != &ctx->vctx.context || a->send_cq->context != pd->context ||
+		    (a->recv_cq && a->recv_cq->context != pd->context)) {
+			errno = EINVAL;
+			return nullptr;
+		}
+	}
+	struct ibv_qp_cap &c = a->cap;
+	if (t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV) {
+		c.max_recv_wr = 0;
+		c.max_recv_sge = 0;
+	}
+	if (t == IBV_QPT_XRC_RECV) {
+		c.max_send_wr = c.max_send_sge = c.max_inline_data = 0;
+	}
+	if (c.max_send_wr > kMaxQpWr || c.max_recv_wr > kMaxQpWr || c.max_send_sge > kMaxSge ||
+	    c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *qp = static_cast<SoftQp *>(calloc(1, sizeof(SoftQp)));
+	if (!qp) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	qp->ctx = ctx;
+	qp->type = t;
+	if (has_sq) {
+		qp->sq_depth = c.max_send_wr ? c.max_send_wr : 1;
+		qp->sq = static_cast<SoftWr *>(calloc(qp->sq_depth, sizeof(SoftWr)));
+		if (!qp->sq) {
+			free(qp);
+			errno = ENOMEM;
+			return nullptr;
+		}
+	}
+	Segment *seg = ctx->seg;
+	uint32_t rq_cap = 0;
+	uint32_t recv_sge = c.max_recv_sge ? c.max_recv_sge : 1;
+	shm_lock(&seg->hdr->lock);
+	int slot = -1;
+	for (uint32_t i = 0; i < kMaxQps; i++)
+		if (seg->hdr->qps[i].slot.load() == SLOT_FREE) {
+			slot = int(i);
+			break;
+		}
+	if (slot < 0 ||
+	    (has_rq && recv_ring_alloc(seg, c.max_recv_wr, recv_sge, &qp->rq_off, &qp->rq, &rq_cap))) {
+		shm_unlock(&seg->hdr->lock);
+		free(qp->sq);
+		free(qp);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	qp->slot = slot;
+	qp->qpn = slot + kQpnBase;
+	QpEntry &e = seg->hdr->qps[slot];
+	e.generation++;
+	e.state.store(IBV_QPS_RESET);
+	e.owner = seg->my_proc;
+	e.owner_pid = self_pid();
+	e.qp_type = t;
+	e.access = 0;
+	e.pd_id = pd ? to_spd(pd)->id : 0;
+	e.qkey = 0;
+	e.dest_qpn = 0;
+	e.srq = a->srq ? to_ssrq(a->srq)->slot + 1 : 0;
+	e.recv_cq = a->recv_cq ? to_scq(a->recv_cq)->slot + 1 : 0;
+	e.xrcd = xrcd ? xrcd->slot + 1 : 0;
+	e.min_rnr_timer = 0;
+	e.port_num = 1;
+	e.sq_sig_all = a->sq_sig_all;
+	e.handles = 1;
+	e.rq_ring = qp->rq_off;
+	e.user_handle = uintptr_t(&qp->vqp.qp);
+	e.async_fd = ctx->vctx.context.async_fd;
+	e.async_ino = ctx->async_ino;
+	e.remote_error.store(0);
+	e.recv_lock.store(0);
+	e.slot.store(SLOT_LIVE, std::memory_order_release);
+	shm_unlock(&seg->hdr->lock);
+
+	qp->pd_id = e.pd_id;
+	qp->scq = a->send_cq ? to_scq(a->send_cq) : nullptr;
+	qp->rcq = a->recv_cq ? to_scq(a->recv_cq) : nullptr;
+	qp->srq = a->srq ? to_ssrq(a->srq) : nullptr;
+	qp->xrcd = xrcd;
+	if (qp->scq)
+		qp->scq->users.fetch_add(1);
+	if (qp->rcq)
+		qp->rcq->users.fetch_add(1);
+	if (qp->srq)
+		qp->srq->users.fetch_add(1);
+	qp->sq_sig_all = a->sq_sig_all;
+	qp->rq_cell = qp->rq ? qp->rq->cell_size : 0;
+	c.max_send_wr = has_sq ? qp->sq_depth : 0;
+	c.max_recv_wr = has_rq ? rq_cap : 0;
+	c.max_recv_sge = has_rq ? recv_sge : 0;
+	qp->cap = c;
+	if (has_sq && !qp->cap.max_send_sge)
+		qp->cap.max_send_sge = 0;
+	pthread_mutex_init(&qp->sq_lock, nullptr);
+	pthread_mutex_init(&qp->rq_lock, nullptr);
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cap = c;
+	qp->attr.port_num = 1;
+	qp_init_public(qp, ctx, a);
+	qp->vqp.comp_mask = VERBS_QP_EX;
+	if (xrcd) {
+		qp->vqp.comp_mask |= VERBS_QP_XRCD;
+		qp->vqp.xrcd = &xrcd->vxrcd;
+	}
+	init_qp_ex_ops(qp);
+	qp_link(ctx, qp);
+	ensure_thread(ctx);
+	return &qp->vqp.qp;
+}
+
+static struct ibv_qp *soft_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	struct ibv_qp_init_attr_ex ex = {};
+	ex.qp_context = attr->qp_context;
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.srq = attr->srq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	struct ibv_qp *qp = qp_create(to_sctx(pd->context), &ex);
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+static struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
+					struct ibv_qp_init_attr_ex *attr)
+{
+	if (!attr) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	return qp_create(to_sctx(context), attr);
+}
+
+static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr)
+{
+	const uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	if (!attr || (attr->comp_mask & need) != need || !attr->xrcd ||
+	    attr->qp_type != IBV_QPT_XRC_RECV) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	SoftContext *ctx = to_sctx(context);
+	Segment *seg = ctx->seg;
+	auto *x = reinterpret_cast<SoftXrcd *>(attr->xrcd);
+	uint32_t s = attr->qp_num - kQpnBase;
+	if (attr->qp_num < kQpnBase || s >= kMaxQps) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *qp = static_cast<SoftQp *>(calloc(1, sizeof(SoftQp)));
+	if (!qp) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	shm_lock(&seg->hdr->lock);
+	QpEntry &e = seg->hdr->qps[s];
+	if (e.slot.load() != SLOT_LIVE || e.qp_type != IBV_QPT_XRC_RECV || e.xrcd != x->slot + 1) {
+		shm_unlock(&seg->hdr->lock);
+		free(qp);
+		errno = EINVAL;
+		return nullptr;
+	}
+	e.handles++;
+	shm_unlock(&seg->hdr->lock);
+	qp->ctx = ctx;
+	qp->type = IBV_QPT_XRC_RECV;
+	qp->slot = s;
+	qp->qpn = attr->qp_num;
+	qp->opened = true;
+	qp->xrcd = x;
+	pthread_mutex_init(&qp->sq_lock, nullptr);
+	pthread_mutex_init(&qp->rq_lock, nullptr);
+	struct ibv_qp_init_attr_ex a = {};
+	a.qp_context = attr->qp_context;
+	a.qp_type = IBV_QPT_XRC_RECV;
+	qp_init_public(qp, ctx, &a);
+	qp->vqp.qp.state = IBV_QPS_UNKNOWN;
+	qp->vqp.comp_mask = VERBS_QP_XRCD;
+	qp->vqp.xrcd = &x->vxrcd;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	qp_link(ctx, qp);
+	return &qp->vqp.qp;
+}
+
+static int soft_destroy_qp(struct ibv_qp *ibqp)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	SoftContext *ctx = qp->ctx;
+	Segment *seg = ctx->seg;
+	qp_unlink(ctx, qp);
+	pthread_mutex_lock(&qp->sq_lock); // waits for a running progress step
+	pthread_mutex_unlock(&qp->sq_lock);
+	shm_lock(&seg->hdr->lock);
+	QpEntry &e = seg->hdr->qps[qp->slot];
+	if (e.slot.load() == SLOT_LIVE) {
+		if (e.qp_type == IBV_QPT_XRC_RECV && e.handles > 1) {
+			e.handles--;
+		} else {
+			e.state.store(IBV_QPS_RESET);
+			e.generation++;
+			e.slot.store(SLOT_FREE, std::memory_order_release);
+			if (qp->rq_off)
+				arena_free(seg, qp->rq_off);
+			for (auto &g : seg->hdr->mcast)
+				if (g.in_use)
+					for (auto &q : g.qpn)
+						if (q == qp->qpn)
+							q = 0;
+		}
+	}
+	shm_unlock(&seg->hdr->lock);
+	if (qp->scq)
+		qp->scq->users.fetch_sub(1);
+	if (qp->rcq)
+		qp->rcq->users.fetch_sub(1);
+	if (qp->srq)
+		qp->srq->users.fetch_sub(1);
+	pthread_mutex_destroy(&qp->sq_lock);
+	pthread_mutex_destroy(&qp->rq_lock);
+	free(qp->staged);
+	free(qp->sq);
+	free(qp);
+	return 0;
+}
+
+// Required and optional attribute masks per transition and QP type
+// (InfiniBand spec "QP state transition" tables; ibv_modify_qp(3)).
+struct Transition {
+	uint32_t req;
+	uint32_t opt;
+};
+
+enum Kind { K_UD, K_UC, K_RC, K_XI, K_XT, K_N };
+
+static Kind kind_of(enum ibv_qp_type t)
+{
+	switch (t) {
+	case IBV_QPT_UD:
+		return K_UD;
+	case IBV_QPT_UC:
+		return K_UC;
+	case IBV_QPT_XRC_SEND:
+		return K_XI;
+	case IBV_QPT_XRC_RECV:
+		return K_XT;
+	default:
+		return K_RC;
+	}
+}
+
+static bool transition(enum ibv_qp_state cur, enum ibv_qp_state next, Kind k, Transition *out)
+{
+	const uint32_t P = IBV_QP_PKEY_INDEX, PO = IBV_QP_PORT, Q = IBV_QP_QKEY,
+		       A = IBV_QP_ACCESS_FLAGS, AV = IBV_QP_AV, MTU = IBV_QP_PATH_MTU,
+		       DQ = IBV_QP_DEST_QPN, RP = IBV_QP_RQ_PSN, MDA = IBV_QP_MAX_DEST_RD_ATOMIC,
+		       RNRT = IBV_QP_MIN_RNR_TIMER, SP = IBV_QP_SQ_PSN, TO = IBV_QP_TIMEOUT,
+		       RC_ = IBV_QP_RETRY_CNT, RR = IBV_QP_RNR_RETRY, MQA = IBV_QP_MAX_QP_RD_ATOMIC,
+		       ALT = IBV_QP_ALT_PATH, CS = IBV_QP_CUR_STATE, MIG = IBV_QP_PATH_MIG_STATE,
+		       DRAIN = IBV_QP_EN_SQD_ASYNC_NOTIFY;
+	Transition t = {0, 0};
+	bool ok = true;
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+		*out = t;
+		return true;
+	}
+	switch (cur) {
+	case IBV_QPS_RESET:
+		if (next != IBV_QPS_INIT)
+			return false;
+		t.req = k == K_UD ? (P | PO | Q) : (P | PO | A);
+		break;
+	case IBV_QPS_INIT:
+		if (next == IBV_QPS_INIT) {
+			t.opt = k == K_UD ? (P | PO | Q) : (P | PO | A);
+		} else if (next == IBV_QPS_RTR) {
+			switch (k) {
+			case K_UD:
+				t.opt = P | Q;
+				break;
+			case K_UC:
+				t.req = AV | MTU | DQ | RP;
+				t.opt = ALT | A | P;
+				break;
+			case K_XI:
+				t.req = AV | MTU | DQ | RP;
+				t.opt = ALT | A | P;
+				break;
+			default:
+				t.req = AV | MTU | DQ | RP | MDA | RNRT;
+				t.opt = ALT | A | P;
+				break;
+			}
+		} else {
+			ok = false;
+		}
+		break;
+	case IBV_QPS_RTR:
+		if (next != IBV_QPS_RTS)
+			return false;
+		switch (k) {
+		case K_UD:
+			t.req = SP;
+			t.opt = CS | Q;
+			break;
+		case K_UC:
+			t.req = SP;
+			t.opt = CS | ALT | A | MIG;
+			break;
+		case K_XT:
+			t.req = TO | SP;
+			t.opt = CS | ALT | A | RNRT | MIG;
+			break;
+		default:
+			t.req = SP | TO | RC_ | RR | MQA;
+			t.opt = CS | ALT | A | RNRT | MIG;
+			break;
+		}
+		break;
+	case IBV_QPS_RTS:
+		if (next == IBV_QPS_RTS) {
+			t.opt = k == K_UD ? (CS | Q)
+					  : (k == K_UC ? (CS | A | ALT | MIG)
+						       : (CS | A | ALT | MIG | RNRT));
+		} else if (next == IBV_QPS_SQD) {
+			t.opt = DRAIN;
+		} else {
+			ok = false;
+		}
+		break;
+	case IBV_QPS_SQD:
+		if (next == IBV_QPS_RTS) {
+			t.opt = k == K_UD ? (CS | Q)
+					  : (k == K_UC ? (CS | A | ALT | MIG)
+						       : (CS | A | ALT | MIG | RNRT));
+		} else if (next == IBV_QPS_SQD) {
+			t.opt = k == K_UD ? (P | Q)
+					  : (k == K_UC ? (AV | ALT | A | P | MIG)
+						       : (PO | AV | TO | RC_ | RR | MQA | MDA | ALT |
+							  A | P | RNRT | MIG));
+		} else {
+			ok = false;
+		}
+		break;
+	case IBV_QPS_SQE:
+		if (next != IBV_QPS_RTS || (k != K_UD && k != K_UC))
+			return false;
+		t.opt = CS | Q | A;
+		break;
+	default:
+		ok = false;
+	}
+	*out = t;
+	return ok;
+}
+
+static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	if (!attr)
+		return EINVAL;
+	SoftContext *ctx = qp->ctx;
+	Segment *seg = ctx->seg;
+	QpEntry &e = seg->hdr->qps[qp->slot];
+	if (e.slot.load() != SLOT_LIVE)
+		return EINVAL;
+	auto cur = static_cast<enum ibv_qp_state>(e.state.load());
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur &&
+	    !(cur == IBV_QPS_RTS && attr->cur_qp_state == IBV_QPS_SQE))
+		return EINVAL;
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (next > IBV_QPS_ERR)
+		return EINVAL;
+	Transition t;
+	if (!transition(cur, next, kind_of(qp->type), &t))
+		return EINVAL;
+	uint32_t given = uint32_t(mask) & ~uint32_t(IBV_QP_STATE);
+	if ((given & t.req) != t.req)
+		return EINVAL;
+	if (given & ~(t.req | t.opt)) {
+		if (next != IBV_QPS_RESET && next != IBV_QPS_ERR)
+			return EINVAL;
+	}
+	// Value checks.
+	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= kPkeyTableLen)
+		return EINVAL;
+	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > kMaxRdAtom)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > kMaxRdAtom)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
+		return EINVAL;
+	if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1)
+		return EINVAL;
+	if ((mask & IBV_QP_AV) && attr->ah_attr.is_global &&
+	    attr->ah_attr.grh.sgid_index >= kGidTableLen)
+		return EINVAL;
+
+	// Apply.
+	struct ibv_qp_attr &s = qp->attr;
+	if (mask & IBV_QP_PKEY_INDEX)
+		s.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_PORT)
+		s.port_num = attr->port_num;
+	if (mask & IBV_QP_QKEY) {
+		s.qkey = attr->qkey;
+		e.qkey = attr->qkey;
+	}
+	if (mask & IBV_QP_ACCESS_FLAGS) {
+		s.qp_access_flags = attr->qp_access_flags;
+		e.access = attr->qp_access_flags;
+	}
+	if (mask & IBV_QP_AV)
+		s.ah_attr = attr->ah_attr;
+	if (mask & IBV_QP_ALT_PATH) {
+		s.alt_ah_attr = attr->alt_ah_attr;
+		s.alt_pkey_index = attr->alt_pkey_index;
+		s.alt_port_num = attr->alt_port_num;
+		s.alt_timeout = attr->alt_timeout;
+	}
+	if (mask & IBV_QP_PATH_MTU)
+		s.path_mtu = attr->path_mtu;
+	if (mask & IBV_QP_DEST_QPN) {
+		s.dest_qp_num = attr->dest_qp_num;
+		e.dest_qpn = attr->dest_qp_num;
+	}
+	if (mask & IBV_QP_RQ_PSN)
+		s.rq_psn = attr->rq_psn;
+	if (mask & IBV_QP_SQ_PSN)
+		s.sq_psn = attr->sq_psn;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		s.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		s.max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IBV_QP_MIN_RNR_TIMER) {
+		s.min_rnr_timer = attr->min_rnr_timer;
+		e.min_rnr_timer = attr->min_rnr_timer;
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		s.timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		s.retry_cnt = attr->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		s.rnr_retry = attr->rnr_retry;
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		s.path_mig_state = attr->path_mig_state;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		s.en_sqd_async_notify = attr->en_sqd_async_notify;
+
+	if (next == cur && next != IBV_QPS_ERR && next != IBV_QPS_RESET)
+		return 0;
+	if (next == IBV_QPS_RTR && qp->type != IBV_QPT_UD) {
+		uint32_t ds = s.dest_qp_num - kQpnBase;
+		qp->remote_pid = 0;
+		qp->remote_start = 0;
+		if (s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
+		    seg->hdr->qps[ds].slot.load() == SLOT_LIVE) {
+			qp->remote_pid = seg->hdr->qps[ds].owner_pid;
+			qp->remote_start = process_start_time(qp->remote_pid);
+		}
+	}
+	if (next == IBV_QPS_ERR) {
+		pthread_mutex_lock(&qp->sq_lock);
+		if (qp->opened || !qp->sq) {
+			e.state.store(IBV_QPS_ERR);
+			if (qp->rq)
+				flush_rq(qp);
+			qp->flushed = true;
+		} else {
+			qp_to_error(qp, false);
+		}
+		pthread_mutex_unlock(&qp->sq_lock);
+	} else if (next == IBV_QPS_RESET) {
+		pthread_mutex_lock(&qp->sq_lock);
+		e.state.store(IBV_QPS_RESET);
+		qp->sq_head = qp->sq_count = 0;
+		if (qp->rq) {
+			uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+			while (ring_pop(qp->rq, buf, sizeof(RecvWqe)))
+				;
+		}
+		e.remote_error.store(0);
+		qp->flushed = false;
+		qp->remote_pid = 0;
+		pthread_mutex_unlock(&qp->sq_lock);
+	} else {
+		e.state.store(next, std::memory_order_release);
+	}
+	s.qp_state = next;
+	s.cur_qp_state = next;
+	ibqp->state = next;
+	if (next == IBV_QPS_RTS && qp->sq_count)
+		progress_qp(qp, true);
+	return 0;
+}
+
+static int soft_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+			 struct ibv_qp_init_attr *init)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	if (!attr || !init)
+		return EINVAL;
+	Segment *seg = qp->ctx->seg;
+	QpEntry &e = seg->hdr->qps[qp->slot];
+	*attr = qp->attr;
+	attr->qp_state = static_cast<enum ibv_qp_state>(e.state.load());
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	memset(init, 0, sizeof(*init));
+	init->qp_context = ibqp->qp_context;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = qp->cap;
+	init->qp_type = qp->type;
+	init->sq_sig_all = qp->sq_sig_all;
+	return 0;
+}
+
+static int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct ibv_send_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	if (!wr)
+		return 0;
+	SoftQp *qp = to_sqp(ibqp);
+	if (!qp->sq) {
+		*bad = wr;
+		return EINVAL;
+	}
+	return post_send_impl(qp, wr, bad);
+}
+
+static int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct ibv_recv_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	if (!wr)
+		return 0;
+	SoftQp *qp = to_sqp(ibqp);
+	if (!qp->rq) {
+		*bad = wr;
+		return EINVAL;
+	}
+	Segment *seg = qp->ctx->seg;
+	uint32_t st = seg->hdr->qps[qp->slot].state.load();
+	if (st == IBV_QPS_RESET) {
+		*bad = wr;
+		return EINVAL;
+	}
+	int rc = post_recv_ring(qp->rq, qp->cap.max_recv_sge, wr, bad);
+	if (st == IBV_QPS_ERR)
+		flush_rq(qp);
+	return rc;
+}
+
+// ------------------------------------------------------------------ AH and multicast
+
+static struct ibv_ah *soft_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	if (!pd || !attr || attr->port_num != 1 ||
+	    (attr->is_global && attr->grh.sgid_index >= kGidTableLen)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *ah = static_cast<SoftAh *>(calloc(1, sizeof(SoftAh)));
+	if (!ah) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	ah->ah.context = pd->context;
+	ah->ah.pd = pd;
+	ah->attr = *attr;
+	return &ah->ah;
+}
+
+static int soft_destroy_ah(struct ibv_ah *ah)
+{
+	free(ah);
+	return 0;
+}
+
+static int soft_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	if (!gid || qp->type != IBV_QPT_UD || gid->raw[0] != 0xff)
+		return EINVAL;
+	Segment *seg = qp->ctx->seg;
+	SegmentHeader *h = seg->hdr;
+	shm_lock(&h->lock);
+	McastEntry *g = nullptr;
+	for (auto &m : h->mcast)
+		if (m.in_use && !memcmp(m.gid, gid->raw, 16))
+			g = &m;
+	if (!g)
+		for (auto &m : h->mcast)
+			if (!m.in_use) {
+				memset(&m, 0, sizeof(m));
+				m.in_use = 1;
+				m.lid = lid;
+				memcpy(m.gid, gid->raw, 16);
+				g = &m;
+				break;
+			}
+	int rc = g ? ENOMEM : ENOMEM;
+	if (g) {
+		for (auto &q : g->qpn)
+			if (q == qp->qpn) {
+				rc = 0;
+				break;
+			}
+		if (rc)
+			for (auto &q : g->qpn)
+				if (!q) {
+					q = qp->qpn;
+					rc = 0;
+					break;
+				}
+	}
+	shm_unlock(&h->lock);
+	return rc;
+}
+
+static int soft_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	if (!gid)
+		return EINVAL;
+	SegmentHeader *h = qp->ctx->seg->hdr;
+	int rc = EINVAL;
+	shm_lock(&h->lock);
+	for (auto &m : h->mcast) {
+		if (!m.in_use || memcmp(m.gid, gid->raw, 16))
+			continue;
+		bool any = false;
+		for (auto &q : m.qpn) {
+			if (q == qp->qpn) {
+				q = 0;
+				rc = 0;
+			}
+			if (q)
+				any = true;
+		}
+		if (!any)
+			m.in_use = 0;
+	}
+	shm_unlock(&h->lock);
+	return rc;
+}
+
+static void soft_async_event(struct ibv_context *, struct ibv_async_event *) {}
+
+// ------------------------------------------------------------------ context
+
+static void soft_free_context(struct ibv_context *context)
+{
+	SoftContext *ctx = to_sctx(context);
+	stop_thread(ctx);
+	pthread_mutex_lock(&g_ctx_lock);
+	for (SoftContext **p = &g_contexts; *p; p = &(*p)->next_ctx)
+		if (*p == ctx) {
+			*p = ctx->next_ctx;
+			break;
+		}
+	pthread_mutex_unlock(&g_ctx_lock);
+	if (ctx->seg)
+		segment_detach(ctx->seg);
+	ctx->seg = nullptr;
+	if (ctx->async_wr >= 0)
+		close(ctx->async_wr);
+	for (int fd : ctx->chan_fds)
+		if (fd >= 0)
+			close(fd);
+	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&ctx->wake_lock);
+	pthread_cond_destroy(&ctx->wake);
+	verbs_uninit_context(&ctx->vctx);
+	ctx->~SoftContext();
+	free(ctx);
+}
+
+static const struct verbs_context_ops soft_ops = [] {
+	struct verbs_context_ops o = {};
+	o.alloc_mw = soft_alloc_mw;
+	o.alloc_parent_domain = soft_alloc_parent_domain;
+	o.alloc_pd = soft_alloc_pd;
+	o.alloc_td = soft_alloc_td;
+	o.async_event = soft_async_event;
+	o.attach_mcast = soft_attach_mcast;
+	o.bind_mw = soft_bind_mw;
+	o.close_xrcd = soft_close_xrcd;
+	o.cq_event = soft_cq_event;
+	o.create_ah = soft_create_ah;
+	o.create_cq = soft_create_cq;
+	o.create_cq_ex = soft_create_cq_ex;
+	o.create_qp = soft_create_qp;
+	o.create_qp_ex = soft_create_qp_ex;
+	o.create_srq = soft_create_srq;
+	o.create_srq_ex = soft_create_srq_ex;
+	o.dealloc_mw = soft_dealloc_mw;
+	o.dealloc_pd = soft_dealloc_pd;
+	o.dealloc_td = soft_dealloc_td;
+	o.dereg_mr = soft_dereg_mr;
+	o.destroy_ah = soft_destroy_ah;
+	o.destroy_cq = soft_destroy_cq;
+	o.destroy_qp = soft_destroy_qp;
+	o.destroy_srq = soft_destroy_srq;
+	o.detach_mcast = soft_detach_mcast;
+	o.free_context = soft_free_context;
+	o.get_srq_num = soft_get_srq_num;
+	o.modify_qp = soft_modify_qp;
+	o.modify_srq = soft_modify_srq;
+	o.open_qp = soft_open_qp;
+	o.open_xrcd = soft_open_xrcd;
+	o.poll_cq = soft_poll_cq;
+	o.post_recv = soft_post_recv;
+	o.post_send = soft_post_send;
+	o.post_srq_recv = soft_post_srq_recv;
+	o.query_device_ex = soft_query_device_ex;
+	o.query_port = soft_query_port;
+	o.query_qp = soft_query_qp;
+	o.query_srq = soft_query_srq;
+	o.reg_mr = soft_reg_mr;
+	o.req_notify_cq = soft_req_notify_cq;
+	o.rereg_mr = soft_rereg_mr;
+	o.resize_cq = soft_resize_cq;
+	return o;
+}();
+
+static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cmd_fd,
+						void *private_data)
+{
+	auto *sdev = reinterpret_cast<SoftDevice *>(verbs_get_device(ibdev));
+	SoftContext *ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx,
+							OPENVERBS_DRIVER_SOFT);
+	if (!ctx)
+		return nullptr;
+	// The allocation is zeroed; construct the C++ members in place.
+	new (&ctx->pending) std::atomic<int>(0);
+	new (&ctx->stop) std::atomic<bool>(false);
+	ctx->index = sdev->index;
+	ctx->async_wr = -1;
+	for (int &c : ctx->chan_fds)
+		c = -1;
+	pthread_mutex_init(&ctx->lock, nullptr);
+	pthread_mutex_init(&ctx->wake_lock, nullptr);
+	pthread_cond_init(&ctx->wake, nullptr);
+	int rc = segment_attach(sdev->index, &ctx->seg);
+	int p[2] = {-1, -1};
+	if (!rc && pipe2(p, O_CLOEXEC) != 0)
+		rc = errno;
+	if (rc) {
+		softlog(1, "soft%d: cannot open the device: %s", sdev->index, strerror(rc));
+		if (ctx->seg)
+			segment_detach(ctx->seg);
+		pthread_mutex_destroy(&ctx->lock);
+		pthread_mutex_destroy(&ctx->wake_lock);
+		pthread_cond_destroy(&ctx->wake);
+		verbs_uninit_context(&ctx->vctx);
+		free(ctx);
+		errno = rc;
+		return nullptr;
+	}
+	ctx->vctx.context.async_fd = p[0];
+	ctx->async_wr = p[1];
+	ctx->async_ino = fd_ino(p[0]);
+	ctx->vctx.context.num_comp_vectors = 1;
+	verbs_set_ops(&ctx->vctx, &soft_ops);
+	// The port is up as soon as the device is opened: report it once.
+	struct ib_uverbs_async_event_desc ev = {};
+	ev.element = 1;
+	ev.event_type = IBV_EVENT_PORT_ACTIVE;
+	if (write(ctx->async_wr, &ev, sizeof(ev)) != ssize_t(sizeof(ev)))
+		softlog(2, "soft%d: port event not queued", ctx->index);
+	pthread_mutex_lock(&g_ctx_lock);
+	ctx->next_ctx = g_contexts;
+	g_contexts = ctx;
+	pthread_mutex_unlock(&g_ctx_lock);
+	return &ctx->vctx;
+}
+
+static struct verbs_device *soft_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	int index = -1;
+	const char *name = sysfs_dev->ibdev_name;
+	if (strncmp(name, OPENVERBS_SOFT_NAME, strlen(OPENVERBS_SOFT_NAME)) == 0) {
+		char *end;
+		long v = strtol(name + strlen(OPENVERBS_SOFT_NAME), &end, 10);
+		if (*end == 0 && end != name + strlen(OPENVERBS_SOFT_NAME) && v >= 0 && v < 64)
+			index = int(v);
+	}
+	if (index < 0) {
+		softlog(2, "%s is not a software device name (soft0..soft63)", name);
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *dev = static_cast<SoftDevice *>(calloc(1, sizeof(SoftDevice)));
+	if (!dev) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	dev->index = index;
+	return &dev->vdev;
+}
+
+static void soft_uninit_device(struct verbs_device *vdev)
+{
+	free(reinterpret_cast<SoftDevice *>(vdev));
+}
+
+static const struct verbs_match_ent soft_match_table[] = {
+	{.driver_data = const_cast<openverbs_soft_hooks *>(&openverbs_soft_hooks_v1),
+	 .u = {.driver_id = OPENVERBS_DRIVER_SOFT},
+	 .vendor = 0,
+	 .device = 0,
+	 .kind = VERBS_MATCH_DRIVER_ID},
+	VERBS_NAME_MATCH(OPENVERBS_SOFT_NAME, &openverbs_soft_hooks_v1),
+	VERBS_MATCH_SENTINEL(),
+};
+
+static bool soft_match_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	// Only the core's synthesised entries: never a kernel device that
+	// happens to be called "soft...".
+	return (sysfs_dev->flags & VSYSFS_SOFT) != 0;
+}
+
+} // namespace ovsoft
+
+extern "C" {
+extern const struct verbs_device_ops soft_dev_ops;
+const struct verbs_device_ops soft_dev_ops = {
+	.name = "soft",
+	.match_min_abi_version = 0,
+	.match_max_abi_version = 0xffffffffu,
+	.match_table = ovsoft::soft_match_table,
+	.static_providers = nullptr,
+	.match_device = ovsoft::soft_match_device,
+	.alloc_context = ovsoft::soft_alloc_context,
+	.import_context = nullptr,
+	.alloc_device = ovsoft::soft_alloc_device,
+	.uninit_device = ovsoft::soft_uninit_device,
+};
+__attribute__((visibility("default"))) PROVIDER_DRIVER(soft, soft_dev_ops)
+}
