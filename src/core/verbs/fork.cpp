@@ -155,6 +155,8 @@ int change_range(ForkState &s, uintptr_t first, uintptr_t last, int delta)
 		const bool crossing = delta > 0 ? before == 0 : before == 1;
 		if (crossing && advise(it->first, it->second.last, advice)) {
 			int saved = errno;
+			// madvise() may have advised part of the span before failing.
+			advise(it->first, it->second.last, delta > 0 ? MADV_DOFORK : MADV_DONTFORK);
 			for (uintptr_t key : changed) {
 				Span &sp = spans.at(key);
 				const bool was_crossing = delta > 0 ? sp.refs == 1 : sp.refs == 0;

@@ -190,12 +190,12 @@ static int sysfs_gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t inde
 	entry->gid_index = index;
 	entry->port_num = port;
 
-	if (mask & VERBS_QUERY_GID_ATTR_GID) {
-		if (sysfs_gid(ctx, port, index, &entry->gid))
-			return EINVAL;
-		if (gid_is_zero(&entry->gid))
-			return ENODATA;
-	}
+	// The GID is always read: an all-zero GID marks an empty slot, which
+	// the kernel's GID ioctls report as ENODATA whatever was asked.
+	if (sysfs_gid(ctx, port, index, &entry->gid))
+		return EINVAL;
+	if (gid_is_zero(&entry->gid))
+		return ENODATA;
 	if (mask & VERBS_QUERY_GID_ATTR_TYPE) {
 		enum ibv_gid_type_sysfs type;
 		if (sysfs_gid_type(ctx, port, index, &type))

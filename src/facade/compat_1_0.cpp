@@ -1,0 +1,981 @@
+// The IBVERBS_1.0 ABI: the 33 verbs that libibverbs 1.0 binaries bind to
+// (`name@IBVERBS_1.0`), beside the current `name@@IBVERBS_1.1` versions.
+//
+// A 1.0 binary was compiled against smaller object structs (ibv_context_1_0,
+// ibv_pd_1_0, ibv_cq_1_0, ...) whose last member points to the real object.
+// Each 1.0 verb therefore allocates a 1.0 wrapper around the object the
+// current verb returns, unwraps its arguments, and maps events back: the
+// real CQ/QP/SRQ keeps its 1.0 wrapper in its user context field
+// (cq_context, qp_context, srq_context). The 1.0 inline data path
+// (poll_cq, req_notify_cq, post_send, post_recv, post_srq_recv) goes through
+// ibv_context_1_0::ops, filled with wrappers that convert the old work
+// request layouts. Layouts: rdma-core 44's ABI dump (see static_asserts).
+#include "core/verbs/verbs.h"
+#include "facade/export.h"
+#include "facade/verbs_check.h"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <pthread.h>
+
+#undef ibv_reg_mr
+#undef ibv_query_port
+
+extern "C" {
+
+struct ibv_context_1_0;
+struct ibv_cq_1_0;
+struct ibv_srq_1_0;
+struct ibv_qp_1_0;
+struct ibv_ah_1_0;
+
+struct ibv_device_1_0 {
+	void *obsolete_sysfs_dev;
+	void *obsolete_sysfs_ibdev;
+	struct ibv_device *real_device;
+	struct _ibv_device_ops _ops;
+};
+
+struct ibv_pd_1_0 {
+	struct ibv_context_1_0 *context;
+	uint32_t handle;
+	struct ibv_pd *real_pd;
+};
+
+struct ibv_mr_1_0 {
+	struct ibv_context_1_0 *context;
+	struct ibv_pd_1_0 *pd;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+	struct ibv_mr *real_mr;
+};
+
+struct ibv_srq_1_0 {
+	struct ibv_context_1_0 *context;
+	void *srq_context;
+	struct ibv_pd_1_0 *pd;
+	uint32_t handle;
+	pthread_mutex_t mutex;
+	pthread_cond_t cond;
+	uint32_t events_completed;
+	struct ibv_srq *real_srq;
+};
+
+struct ibv_qp_init_attr_1_0 {
+	void *qp_context;
+	struct ibv_cq_1_0 *send_cq;
+	struct ibv_cq_1_0 *recv_cq;
+	struct ibv_srq_1_0 *srq;
+	struct ibv_qp_cap cap;
+	enum ibv_qp_type qp_type;
+	int sq_sig_all;
+};
+
+struct ibv_send_wr_1_0 {
+	struct ibv_send_wr_1_0 *next;
+	uint64_t wr_id;
+	struct ibv_sge *sg_list;
+	int num_sge;
+	enum ibv_wr_opcode opcode;
+	int send_flags;
+	__be32 imm_data;
+	union {
+		struct {
+			uint64_t remote_addr;
+			uint32_t rkey;
+		} rdma;
+		struct {
+			uint64_t remote_addr;
+			uint64_t compare_add;
+			uint64_t swap;
+			uint32_t rkey;
+		} atomic;
+		struct {
+			struct ibv_ah_1_0 *ah;
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+		} ud;
+	} wr;
+};
+
+struct ibv_recv_wr_1_0 {
+	struct ibv_recv_wr_1_0 *next;
+	uint64_t wr_id;
+	struct ibv_sge *sg_list;
+	int num_sge;
+};
+
+struct ibv_qp_1_0 {
+	struct ibv_context_1_0 *context;
+	void *qp_context;
+	struct ibv_pd_1_0 *pd;
+	struct ibv_cq_1_0 *send_cq;
+	struct ibv_cq_1_0 *recv_cq;
+	struct ibv_srq_1_0 *srq;
+	uint32_t handle;
+	uint32_t qp_num;
+	enum ibv_qp_state state;
+	enum ibv_qp_type qp_type;
+	pthread_mutex_t mutex;
+	pthread_cond_t cond;
+	uint32_t events_completed;
+	struct ibv_qp *real_qp;
+};
+
+struct ibv_cq_1_0 {
+	struct ibv_context_1_0 *context;
+	void *cq_context;
+	uint32_t handle;
+	int cqe;
+	pthread_mutex_t mutex;
+	pthread_cond_t cond;
+	uint32_t comp_events_completed;
+	uint32_t async_events_completed;
+	struct ibv_cq *real_cq;
+};
+
+struct ibv_ah_1_0 {
+	struct ibv_context_1_0 *context;
+	struct ibv_pd_1_0 *pd;
+	uint32_t handle;
+	struct ibv_ah *real_ah;
+};
+
+// The 1.0 dispatch table: only the data-path slots are filled.
+struct ibv_context_ops_1_0 {
+	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
+	int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+	int (*dealloc_pd)(struct ibv_pd *);
+	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+	int (*dereg_mr)(struct ibv_mr *);
+	struct ibv_cq *(*create_cq)(struct ibv_context *, int, struct ibv_comp_channel *, int);
+	int (*poll_cq)(struct ibv_cq_1_0 *, int, struct ibv_wc *);
+	int (*req_notify_cq)(struct ibv_cq_1_0 *, int);
+	void (*cq_event)(struct ibv_cq *);
+	int (*resize_cq)(struct ibv_cq *, int);
+	int (*destroy_cq)(struct ibv_cq *);
+	struct ibv_srq *(*create_srq)(struct ibv_pd *, struct ibv_srq_init_attr *);
+	int (*modify_srq)(struct ibv_srq *, struct ibv_srq_attr *, int);
+	int (*query_srq)(struct ibv_srq *, struct ibv_srq_attr *);
+	int (*destroy_srq)(struct ibv_srq *);
+	int (*post_srq_recv)(struct ibv_srq_1_0 *, struct ibv_recv_wr_1_0 *,
+			     struct ibv_recv_wr_1_0 **);
+	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+	int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
+	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+	int (*destroy_qp)(struct ibv_qp *);
+	int (*post_send)(struct ibv_qp_1_0 *, struct ibv_send_wr_1_0 *, struct ibv_send_wr_1_0 **);
+	int (*post_recv)(struct ibv_qp_1_0 *, struct ibv_recv_wr_1_0 *, struct ibv_recv_wr_1_0 **);
+	struct ibv_ah *(*create_ah)(struct ibv_pd *, struct ibv_ah_attr *);
+	int (*destroy_ah)(struct ibv_ah *);
+	int (*attach_mcast)(struct ibv_qp *, union ibv_gid *, uint16_t);
+	int (*detach_mcast)(struct ibv_qp *, union ibv_gid *, uint16_t);
+};
+
+struct ibv_context_1_0 {
+	struct ibv_device_1_0 *device;
+	struct ibv_context_ops_1_0 ops;
+	int cmd_fd;
+	int async_fd;
+	int num_comp_vectors;
+	struct ibv_context *real_context;
+};
+
+} // extern "C"
+
+// Layouts of rdma-core 44 (ABI dump, x86_64).
+static_assert(sizeof(ibv_device_1_0) == 40 && offsetof(ibv_device_1_0, real_device) == 16);
+static_assert(sizeof(ibv_pd_1_0) == 24 && offsetof(ibv_pd_1_0, real_pd) == 16);
+static_assert(sizeof(ibv_mr_1_0) == 40 && offsetof(ibv_mr_1_0, real_mr) == 32);
+static_assert(sizeof(ibv_srq_1_0) == 136 && offsetof(ibv_srq_1_0, events_completed) == 120 &&
+	      offsetof(ibv_srq_1_0, real_srq) == 128);
+static_assert(sizeof(ibv_qp_init_attr_1_0) == 64 && offsetof(ibv_qp_init_attr_1_0, qp_type) == 52);
+static_assert(sizeof(ibv_send_wr_1_0) == 72 && offsetof(ibv_send_wr_1_0, wr) == 40);
+static_assert(sizeof(ibv_recv_wr_1_0) == 32);
+static_assert(sizeof(ibv_qp_1_0) == 168 && offsetof(ibv_qp_1_0, events_completed) == 152 &&
+	      offsetof(ibv_qp_1_0, real_qp) == 160);
+static_assert(sizeof(ibv_cq_1_0) == 128 && offsetof(ibv_cq_1_0, comp_events_completed) == 112 &&
+	      offsetof(ibv_cq_1_0, real_cq) == 120);
+static_assert(sizeof(ibv_ah_1_0) == 32 && offsetof(ibv_ah_1_0, real_ah) == 24);
+static_assert(sizeof(ibv_context_ops_1_0) == 216 && offsetof(ibv_context_ops_1_0, post_recv) == 176);
+static_assert(sizeof(ibv_context_1_0) == 248 && offsetof(ibv_context_1_0, cmd_fd) == 224 &&
+	      offsetof(ibv_context_1_0, real_context) == 240);
+
+using ov::facade::fail;
+using ov::facade::fail_null;
+
+namespace {
+
+constexpr size_t kCompatPortAttrSize = 48; // sizeof(struct _compat_ibv_port_attr)
+
+template <typename T> T *alloc_zeroed() noexcept
+{
+	return static_cast<T *>(calloc(1, sizeof(T)));
+}
+
+// The device list handed to a 1.0 binary: the pointer array it sees, plus
+// what is needed to release it.
+struct DeviceList10 {
+	struct ibv_device **real;
+	struct ibv_device_1_0 *devices;
+	struct ibv_device_1_0 *entries[]; // NULL terminated; returned to the caller
+};
+
+DeviceList10 *list_of(struct ibv_device_1_0 **entries) noexcept
+{
+	return reinterpret_cast<DeviceList10 *>(reinterpret_cast<char *>(entries) -
+						offsetof(DeviceList10, entries));
+}
+
+// ---- 1.0 data path: convert and forward to the real context's ops -------
+
+int poll_cq_1_0(struct ibv_cq_1_0 *cq, int num, struct ibv_wc *wc)
+{
+	struct ibv_cq *real = cq->real_cq;
+	return real->context->ops.poll_cq(real, num, wc);
+}
+
+int req_notify_cq_1_0(struct ibv_cq_1_0 *cq, int solicited_only)
+{
+	struct ibv_cq *real = cq->real_cq;
+	return real->context->ops.req_notify_cq(real, solicited_only);
+}
+
+template <typename Old> size_t list_length(Old *wr)
+{
+	size_t n = 0;
+	for (; wr; wr = wr->next)
+		n++;
+	return n;
+}
+
+// Receive lists: same fields as struct ibv_recv_wr, other order.
+struct ibv_recv_wr *convert_recv(struct ibv_recv_wr_1_0 *wr, size_t n)
+{
+	auto *out = static_cast<struct ibv_recv_wr *>(calloc(n ? n : 1, sizeof(struct ibv_recv_wr)));
+	if (!out)
+		return nullptr;
+	size_t i = 0;
+	for (struct ibv_recv_wr_1_0 *w = wr; w; w = w->next, i++) {
+		out[i].wr_id = w->wr_id;
+		out[i].sg_list = w->sg_list;
+		out[i].num_sge = w->num_sge;
+		out[i].next = w->next ? &out[i + 1] : nullptr;
+	}
+	return out;
+}
+
+template <typename Old, typename New> Old *map_bad(Old *head, New *converted, New *bad)
+{
+	if (!bad)
+		return nullptr;
+	Old *w = head;
+	for (New *c = converted; c != bad && w; c++)
+		w = w->next;
+	return w;
+}
+
+int post_recv_1_0(struct ibv_qp_1_0 *qp, struct ibv_recv_wr_1_0 *wr,
+		  struct ibv_recv_wr_1_0 **bad_wr)
+{
+	struct ibv_recv_wr *real = convert_recv(wr, list_length(wr));
+	if (!real)
+		return ENOMEM;
+	struct ibv_recv_wr *real_bad = nullptr;
+	struct ibv_qp *rqp = qp->real_qp;
+	int ret = rqp->context->ops.post_recv(rqp, wr ? real : nullptr, &real_bad);
+	if (ret && bad_wr)
+		*bad_wr = map_bad(wr, real, real_bad);
+	free(real);
+	return ret;
+}
+
+int post_srq_recv_1_0(struct ibv_srq_1_0 *srq, struct ibv_recv_wr_1_0 *wr,
+		      struct ibv_recv_wr_1_0 **bad_wr)
+{
+	struct ibv_recv_wr *real = convert_recv(wr, list_length(wr));
+	if (!real)
+		return ENOMEM;
+	struct ibv_recv_wr *real_bad = nullptr;
+	struct ibv_srq *rsrq = srq->real_srq;
+	int ret = rsrq->context->ops.post_srq_recv(rsrq, wr ? real : nullptr, &real_bad);
+	if (ret && bad_wr)
+		*bad_wr = map_bad(wr, real, real_bad);
+	free(real);
+	return ret;
+}
+
+int post_send_1_0(struct ibv_qp_1_0 *qp, struct ibv_send_wr_1_0 *wr,
+		  struct ibv_send_wr_1_0 **bad_wr)
+{
+	const size_t n = list_length(wr);
+	auto *real = static_cast<struct ibv_send_wr *>(calloc(n ? n : 1, sizeof(struct ibv_send_wr)));
+	if (!real)
+		return ENOMEM;
+	struct ibv_qp *rqp = qp->real_qp;
+	size_t i = 0;
+	for (struct ibv_send_wr_1_0 *w = wr; w; w = w->next, i++) {
+		struct ibv_send_wr *r = &real[i];
+		r->wr_id = w->wr_id;
+		r->next = w->next ? &real[i + 1] : nullptr;
+		r->sg_list = w->sg_list;
+		r->num_sge = w->num_sge;
+		r->opcode = w->opcode;
+		r->send_flags = static_cast<unsigned int>(w->send_flags);
+		r->imm_data = w->imm_data;
+		if (rqp->qp_type == IBV_QPT_UD) {
+			r->wr.ud.ah = w->wr.ud.ah ? w->wr.ud.ah->real_ah : nullptr;
+			r->wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+			r->wr.ud.remote_qkey = w->wr.ud.remote_qkey;
+		} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			r->wr.atomic.remote_addr = w->wr.atomic.remote_addr;
+			r->wr.atomic.compare_add = w->wr.atomic.compare_add;
+			r->wr.atomic.swap = w->wr.atomic.swap;
+			r->wr.atomic.rkey = w->wr.atomic.rkey;
+		} else {
+			r->wr.rdma.remote_addr = w->wr.rdma.remote_addr;
+			r->wr.rdma.rkey = w->wr.rdma.rkey;
+		}
+	}
+	struct ibv_send_wr *real_bad = nullptr;
+	int ret = rqp->context->ops.post_send(rqp, wr ? real : nullptr, &real_bad);
+	if (ret && bad_wr)
+		*bad_wr = map_bad(wr, real, real_bad);
+	free(real);
+	return ret;
+}
+
+bool ctx10_ok(struct ibv_context_1_0 *ctx) noexcept
+{
+	return ctx && ov::facade::ctx_ok(ctx->real_context);
+}
+
+} // namespace
+
+// ---- devices and contexts ------------------------------------------------
+
+OV_EXPORT struct ibv_device_1_0 **ov_get_device_list_1_0(int *num) noexcept;
+OV_SYMVER(ov_get_device_list_1_0, "ibv_get_device_list@IBVERBS_1.0");
+OV_EXPORT struct ibv_device_1_0 **ov_get_device_list_1_0(int *num) noexcept
+{
+	int count = 0;
+	struct ibv_device **real = ibv_get_device_list(&count);
+	if (!real)
+		return nullptr;
+	auto *list = static_cast<DeviceList10 *>(
+		calloc(1, sizeof(DeviceList10) + (static_cast<size_t>(count) + 1) * sizeof(void *)));
+	auto *devices = static_cast<struct ibv_device_1_0 *>(
+		calloc(count ? static_cast<size_t>(count) : 1, sizeof(struct ibv_device_1_0)));
+	if (!list || !devices) {
+		free(list);
+		free(devices);
+		ibv_free_device_list(real);
+		errno = ENOMEM;
+		return nullptr;
+	}
+	list->real = real;
+	list->devices = devices;
+	for (int i = 0; i < count; i++) {
+		devices[i].real_device = real[i];
+		list->entries[i] = &devices[i];
+	}
+	if (num)
+		*num = count;
+	return list->entries;
+}
+
+OV_EXPORT void ov_free_device_list_1_0(struct ibv_device_1_0 **entries) noexcept;
+OV_SYMVER(ov_free_device_list_1_0, "ibv_free_device_list@IBVERBS_1.0");
+OV_EXPORT void ov_free_device_list_1_0(struct ibv_device_1_0 **entries) noexcept
+{
+	if (!entries)
+		return;
+	DeviceList10 *list = list_of(entries);
+	ibv_free_device_list(list->real);
+	free(list->devices);
+	free(list);
+}
+
+OV_EXPORT const char *ov_get_device_name_1_0(struct ibv_device_1_0 *device) noexcept;
+OV_SYMVER(ov_get_device_name_1_0, "ibv_get_device_name@IBVERBS_1.0");
+OV_EXPORT const char *ov_get_device_name_1_0(struct ibv_device_1_0 *device) noexcept
+{
+	if (!device)
+		return fail_null<const char>(EINVAL);
+	return ibv_get_device_name(device->real_device);
+}
+
+OV_EXPORT __be64 ov_get_device_guid_1_0(struct ibv_device_1_0 *device) noexcept;
+OV_SYMVER(ov_get_device_guid_1_0, "ibv_get_device_guid@IBVERBS_1.0");
+OV_EXPORT __be64 ov_get_device_guid_1_0(struct ibv_device_1_0 *device) noexcept
+{
+	if (!device) {
+		errno = EINVAL;
+		return 0;
+	}
+	return ibv_get_device_guid(device->real_device);
+}
+
+OV_EXPORT struct ibv_context_1_0 *ov_open_device_1_0(struct ibv_device_1_0 *device) noexcept;
+OV_SYMVER(ov_open_device_1_0, "ibv_open_device@IBVERBS_1.0");
+OV_EXPORT struct ibv_context_1_0 *ov_open_device_1_0(struct ibv_device_1_0 *device) noexcept
+{
+	if (!device || !device->real_device)
+		return fail_null<struct ibv_context_1_0>(EINVAL);
+	auto *ctx = alloc_zeroed<struct ibv_context_1_0>();
+	if (!ctx)
+		return fail_null<struct ibv_context_1_0>(ENOMEM);
+	struct ibv_context *real = ibv_open_device(device->real_device);
+	if (!real) {
+		int saved = errno;
+		free(ctx);
+		errno = saved;
+		return nullptr;
+	}
+	ctx->device = device;
+	ctx->real_context = real;
+	ctx->cmd_fd = real->cmd_fd;
+	ctx->async_fd = real->async_fd;
+	ctx->num_comp_vectors = real->num_comp_vectors;
+	ctx->ops.poll_cq = poll_cq_1_0;
+	ctx->ops.req_notify_cq = req_notify_cq_1_0;
+	ctx->ops.post_send = post_send_1_0;
+	ctx->ops.post_recv = post_recv_1_0;
+	ctx->ops.post_srq_recv = post_srq_recv_1_0;
+	return ctx;
+}
+
+OV_EXPORT int ov_close_device_1_0(struct ibv_context_1_0 *context) noexcept;
+OV_SYMVER(ov_close_device_1_0, "ibv_close_device@IBVERBS_1.0");
+OV_EXPORT int ov_close_device_1_0(struct ibv_context_1_0 *context) noexcept
+{
+	if (!ctx10_ok(context))
+		return fail(EINVAL);
+	int ret = ibv_close_device(context->real_context);
+	if (ret)
+		return ret;
+	free(context);
+	return 0;
+}
+
+OV_EXPORT int ov_get_async_event_1_0(struct ibv_context_1_0 *context,
+				     struct ibv_async_event *event) noexcept;
+OV_SYMVER(ov_get_async_event_1_0, "ibv_get_async_event@IBVERBS_1.0");
+OV_EXPORT int ov_get_async_event_1_0(struct ibv_context_1_0 *context,
+				     struct ibv_async_event *event) noexcept
+{
+	if (!ctx10_ok(context) || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	int ret = ibv_get_async_event(context->real_context, event);
+	if (ret)
+		return ret;
+	// Hand out the 1.0 wrappers, which the real objects keep as context.
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		event->element.cq = static_cast<struct ibv_cq *>(event->element.cq->cq_context);
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		event->element.qp = static_cast<struct ibv_qp *>(event->element.qp->qp_context);
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		event->element.srq = static_cast<struct ibv_srq *>(event->element.srq->srq_context);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+OV_EXPORT void ov_ack_async_event_1_0(struct ibv_async_event *event) noexcept;
+OV_SYMVER(ov_ack_async_event_1_0, "ibv_ack_async_event@IBVERBS_1.0");
+OV_EXPORT void ov_ack_async_event_1_0(struct ibv_async_event *event) noexcept
+{
+	if (!event)
+		return;
+	struct ibv_async_event real = *event;
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		real.element.cq = reinterpret_cast<struct ibv_cq_1_0 *>(event->element.cq)->real_cq;
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		real.element.qp = reinterpret_cast<struct ibv_qp_1_0 *>(event->element.qp)->real_qp;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		real.element.srq = reinterpret_cast<struct ibv_srq_1_0 *>(event->element.srq)->real_srq;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&real);
+}
+
+// ---- queries -----------------------------------------------------------------
+
+OV_EXPORT int ov_query_device_1_0(struct ibv_context_1_0 *context,
+				  struct ibv_device_attr *attr) noexcept;
+OV_SYMVER(ov_query_device_1_0, "ibv_query_device@IBVERBS_1.0");
+OV_EXPORT int ov_query_device_1_0(struct ibv_context_1_0 *context,
+				  struct ibv_device_attr *attr) noexcept
+{
+	if (!ctx10_ok(context) || !attr)
+		return fail(EINVAL);
+	return ov::verbs::query_device(context->real_context, attr);
+}
+
+OV_EXPORT int ov_query_port_1_0(struct ibv_context_1_0 *context, uint8_t port_num,
+				struct ibv_port_attr *attr) noexcept;
+OV_SYMVER(ov_query_port_1_0, "ibv_query_port@IBVERBS_1.0");
+OV_EXPORT int ov_query_port_1_0(struct ibv_context_1_0 *context, uint8_t port_num,
+				struct ibv_port_attr *attr) noexcept
+{
+	if (!ctx10_ok(context) || !attr)
+		return fail(EINVAL);
+	return ov::verbs::query_port(context->real_context, port_num, attr, kCompatPortAttrSize);
+}
+
+OV_EXPORT int ov_query_gid_1_0(struct ibv_context_1_0 *context, uint8_t port_num, int index,
+			       union ibv_gid *gid) noexcept;
+OV_SYMVER(ov_query_gid_1_0, "ibv_query_gid@IBVERBS_1.0");
+OV_EXPORT int ov_query_gid_1_0(struct ibv_context_1_0 *context, uint8_t port_num, int index,
+			       union ibv_gid *gid) noexcept
+{
+	if (!ctx10_ok(context) || !gid || index < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return ov::verbs::query_gid(context->real_context, port_num, index, gid);
+}
+
+OV_EXPORT int ov_query_pkey_1_0(struct ibv_context_1_0 *context, uint8_t port_num, int index,
+				__be16 *pkey) noexcept;
+OV_SYMVER(ov_query_pkey_1_0, "ibv_query_pkey@IBVERBS_1.0");
+OV_EXPORT int ov_query_pkey_1_0(struct ibv_context_1_0 *context, uint8_t port_num, int index,
+				__be16 *pkey) noexcept
+{
+	if (!ctx10_ok(context) || !pkey || index < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return ov::verbs::query_pkey(context->real_context, port_num, index, pkey);
+}
+
+// ---- PD and MR -----------------------------------------------------------------
+
+OV_EXPORT struct ibv_pd_1_0 *ov_alloc_pd_1_0(struct ibv_context_1_0 *context) noexcept;
+OV_SYMVER(ov_alloc_pd_1_0, "ibv_alloc_pd@IBVERBS_1.0");
+OV_EXPORT struct ibv_pd_1_0 *ov_alloc_pd_1_0(struct ibv_context_1_0 *context) noexcept
+{
+	if (!ctx10_ok(context))
+		return fail_null<struct ibv_pd_1_0>(EINVAL);
+	auto *pd = alloc_zeroed<struct ibv_pd_1_0>();
+	if (!pd)
+		return fail_null<struct ibv_pd_1_0>(ENOMEM);
+	struct ibv_pd *real = ov::verbs::alloc_pd(context->real_context);
+	if (!real) {
+		int saved = errno;
+		free(pd);
+		errno = saved;
+		return nullptr;
+	}
+	pd->context = context;
+	pd->handle = real->handle;
+	pd->real_pd = real;
+	return pd;
+}
+
+OV_EXPORT int ov_dealloc_pd_1_0(struct ibv_pd_1_0 *pd) noexcept;
+OV_SYMVER(ov_dealloc_pd_1_0, "ibv_dealloc_pd@IBVERBS_1.0");
+OV_EXPORT int ov_dealloc_pd_1_0(struct ibv_pd_1_0 *pd) noexcept
+{
+	if (!pd || !pd->real_pd)
+		return fail(EINVAL);
+	int ret = ov::verbs::dealloc_pd(pd->real_pd);
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
+
+OV_EXPORT struct ibv_mr_1_0 *ov_reg_mr_1_0(struct ibv_pd_1_0 *pd, void *addr, size_t length,
+					   int access) noexcept;
+OV_SYMVER(ov_reg_mr_1_0, "ibv_reg_mr@IBVERBS_1.0");
+OV_EXPORT struct ibv_mr_1_0 *ov_reg_mr_1_0(struct ibv_pd_1_0 *pd, void *addr, size_t length,
+					   int access) noexcept
+{
+	if (!pd || !pd->real_pd)
+		return fail_null<struct ibv_mr_1_0>(EINVAL);
+	auto *mr = alloc_zeroed<struct ibv_mr_1_0>();
+	if (!mr)
+		return fail_null<struct ibv_mr_1_0>(ENOMEM);
+	struct ibv_mr *real = ov::verbs::reg_mr_iova2(pd->real_pd, addr, length,
+						      reinterpret_cast<uintptr_t>(addr),
+						      static_cast<unsigned int>(access));
+	if (!real) {
+		int saved = errno;
+		free(mr);
+		errno = saved;
+		return nullptr;
+	}
+	mr->context = pd->context;
+	mr->pd = pd;
+	mr->handle = real->handle;
+	mr->lkey = real->lkey;
+	mr->rkey = real->rkey;
+	mr->real_mr = real;
+	return mr;
+}
+
+OV_EXPORT int ov_dereg_mr_1_0(struct ibv_mr_1_0 *mr) noexcept;
+OV_SYMVER(ov_dereg_mr_1_0, "ibv_dereg_mr@IBVERBS_1.0");
+OV_EXPORT int ov_dereg_mr_1_0(struct ibv_mr_1_0 *mr) noexcept
+{
+	if (!mr || !mr->real_mr)
+		return fail(EINVAL);
+	int ret = ov::verbs::dereg_mr(mr->real_mr);
+	if (ret)
+		return ret;
+	free(mr);
+	return 0;
+}
+
+// ---- CQ --------------------------------------------------------------------------
+
+OV_EXPORT struct ibv_cq_1_0 *ov_create_cq_1_0(struct ibv_context_1_0 *context, int cqe,
+					      void *cq_context, struct ibv_comp_channel *channel,
+					      int comp_vector) noexcept;
+OV_SYMVER(ov_create_cq_1_0, "ibv_create_cq@IBVERBS_1.0");
+OV_EXPORT struct ibv_cq_1_0 *ov_create_cq_1_0(struct ibv_context_1_0 *context, int cqe,
+					      void *cq_context, struct ibv_comp_channel *channel,
+					      int comp_vector) noexcept
+{
+	if (!ctx10_ok(context))
+		return fail_null<struct ibv_cq_1_0>(EINVAL);
+	auto *cq = alloc_zeroed<struct ibv_cq_1_0>();
+	if (!cq)
+		return fail_null<struct ibv_cq_1_0>(ENOMEM);
+	// The real CQ carries the wrapper as its context: completion and async
+	// events lead back to the 1.0 object.
+	struct ibv_cq *real =
+		ov::verbs::create_cq(context->real_context, cqe, cq, channel, comp_vector);
+	if (!real) {
+		int saved = errno;
+		free(cq);
+		errno = saved;
+		return nullptr;
+	}
+	cq->context = context;
+	cq->cq_context = cq_context;
+	cq->handle = real->handle;
+	cq->cqe = real->cqe;
+	pthread_mutex_init(&cq->mutex, nullptr);
+	pthread_cond_init(&cq->cond, nullptr);
+	cq->real_cq = real;
+	return cq;
+}
+
+OV_EXPORT int ov_resize_cq_1_0(struct ibv_cq_1_0 *cq, int cqe) noexcept;
+OV_SYMVER(ov_resize_cq_1_0, "ibv_resize_cq@IBVERBS_1.0");
+OV_EXPORT int ov_resize_cq_1_0(struct ibv_cq_1_0 *cq, int cqe) noexcept
+{
+	if (!cq || !cq->real_cq)
+		return fail(EINVAL);
+	int ret = ov::verbs::resize_cq(cq->real_cq, cqe);
+	if (!ret)
+		cq->cqe = cq->real_cq->cqe;
+	return ret;
+}
+
+OV_EXPORT int ov_destroy_cq_1_0(struct ibv_cq_1_0 *cq) noexcept;
+OV_SYMVER(ov_destroy_cq_1_0, "ibv_destroy_cq@IBVERBS_1.0");
+OV_EXPORT int ov_destroy_cq_1_0(struct ibv_cq_1_0 *cq) noexcept
+{
+	if (!cq || !cq->real_cq)
+		return fail(EINVAL);
+	int ret = ov::verbs::destroy_cq(cq->real_cq);
+	if (ret)
+		return ret;
+	pthread_cond_destroy(&cq->cond);
+	pthread_mutex_destroy(&cq->mutex);
+	free(cq);
+	return 0;
+}
+
+OV_EXPORT int ov_get_cq_event_1_0(struct ibv_comp_channel *channel, struct ibv_cq_1_0 **cq,
+				  void **cq_context) noexcept;
+OV_SYMVER(ov_get_cq_event_1_0, "ibv_get_cq_event@IBVERBS_1.0");
+OV_EXPORT int ov_get_cq_event_1_0(struct ibv_comp_channel *channel, struct ibv_cq_1_0 **cq,
+				  void **cq_context) noexcept
+{
+	if (!channel || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct ibv_cq *real;
+	void *wrapper;
+	int ret = ov::verbs::get_cq_event(channel, &real, &wrapper);
+	if (ret)
+		return ret;
+	*cq = static_cast<struct ibv_cq_1_0 *>(wrapper);
+	*cq_context = (*cq)->cq_context;
+	return 0;
+}
+
+OV_EXPORT void ov_ack_cq_events_1_0(struct ibv_cq_1_0 *cq, unsigned int nevents) noexcept;
+OV_SYMVER(ov_ack_cq_events_1_0, "ibv_ack_cq_events@IBVERBS_1.0");
+OV_EXPORT void ov_ack_cq_events_1_0(struct ibv_cq_1_0 *cq, unsigned int nevents) noexcept
+{
+	if (cq && cq->real_cq)
+		ov::verbs::ack_cq_events(cq->real_cq, nevents);
+}
+
+// ---- SRQ ---------------------------------------------------------------------------
+
+OV_EXPORT struct ibv_srq_1_0 *ov_create_srq_1_0(struct ibv_pd_1_0 *pd,
+						struct ibv_srq_init_attr *attr) noexcept;
+OV_SYMVER(ov_create_srq_1_0, "ibv_create_srq@IBVERBS_1.0");
+OV_EXPORT struct ibv_srq_1_0 *ov_create_srq_1_0(struct ibv_pd_1_0 *pd,
+						struct ibv_srq_init_attr *attr) noexcept
+{
+	if (!pd || !pd->real_pd || !attr)
+		return fail_null<struct ibv_srq_1_0>(EINVAL);
+	auto *srq = alloc_zeroed<struct ibv_srq_1_0>();
+	if (!srq)
+		return fail_null<struct ibv_srq_1_0>(ENOMEM);
+	struct ibv_srq_init_attr real_attr = *attr;
+	real_attr.srq_context = srq;
+	struct ibv_srq *real = ov::verbs::create_srq(pd->real_pd, &real_attr);
+	if (!real) {
+		int saved = errno;
+		free(srq);
+		errno = saved;
+		return nullptr;
+	}
+	attr->attr = real_attr.attr; // the provider reports the granted sizes
+	srq->context = pd->context;
+	srq->srq_context = attr->srq_context;
+	srq->pd = pd;
+	srq->handle = real->handle;
+	pthread_mutex_init(&srq->mutex, nullptr);
+	pthread_cond_init(&srq->cond, nullptr);
+	srq->real_srq = real;
+	return srq;
+}
+
+OV_EXPORT int ov_modify_srq_1_0(struct ibv_srq_1_0 *srq, struct ibv_srq_attr *attr,
+				int mask) noexcept;
+OV_SYMVER(ov_modify_srq_1_0, "ibv_modify_srq@IBVERBS_1.0");
+OV_EXPORT int ov_modify_srq_1_0(struct ibv_srq_1_0 *srq, struct ibv_srq_attr *attr,
+				int mask) noexcept
+{
+	if (!srq || !srq->real_srq || !attr)
+		return fail(EINVAL);
+	return ov::verbs::modify_srq(srq->real_srq, attr, mask);
+}
+
+OV_EXPORT int ov_query_srq_1_0(struct ibv_srq_1_0 *srq, struct ibv_srq_attr *attr) noexcept;
+OV_SYMVER(ov_query_srq_1_0, "ibv_query_srq@IBVERBS_1.0");
+OV_EXPORT int ov_query_srq_1_0(struct ibv_srq_1_0 *srq, struct ibv_srq_attr *attr) noexcept
+{
+	if (!srq || !srq->real_srq || !attr)
+		return fail(EINVAL);
+	return ov::verbs::query_srq(srq->real_srq, attr);
+}
+
+OV_EXPORT int ov_destroy_srq_1_0(struct ibv_srq_1_0 *srq) noexcept;
+OV_SYMVER(ov_destroy_srq_1_0, "ibv_destroy_srq@IBVERBS_1.0");
+OV_EXPORT int ov_destroy_srq_1_0(struct ibv_srq_1_0 *srq) noexcept
+{
+	if (!srq || !srq->real_srq)
+		return fail(EINVAL);
+	int ret = ov::verbs::destroy_srq(srq->real_srq);
+	if (ret)
+		return ret;
+	pthread_cond_destroy(&srq->cond);
+	pthread_mutex_destroy(&srq->mutex);
+	free(srq);
+	return 0;
+}
+
+// ---- QP ------------------------------------------------------------------------------
+
+OV_EXPORT struct ibv_qp_1_0 *ov_create_qp_1_0(struct ibv_pd_1_0 *pd,
+					      struct ibv_qp_init_attr_1_0 *attr) noexcept;
+OV_SYMVER(ov_create_qp_1_0, "ibv_create_qp@IBVERBS_1.0");
+OV_EXPORT struct ibv_qp_1_0 *ov_create_qp_1_0(struct ibv_pd_1_0 *pd,
+					      struct ibv_qp_init_attr_1_0 *attr) noexcept
+{
+	if (!pd || !pd->real_pd || !attr || !attr->send_cq || !attr->recv_cq)
+		return fail_null<struct ibv_qp_1_0>(EINVAL);
+	auto *qp = alloc_zeroed<struct ibv_qp_1_0>();
+	if (!qp)
+		return fail_null<struct ibv_qp_1_0>(ENOMEM);
+	struct ibv_qp_init_attr real_attr;
+	memset(&real_attr, 0, sizeof(real_attr));
+	real_attr.qp_context = qp;
+	real_attr.send_cq = attr->send_cq->real_cq;
+	real_attr.recv_cq = attr->recv_cq->real_cq;
+	real_attr.srq = attr->srq ? attr->srq->real_srq : nullptr;
+	real_attr.cap = attr->cap;
+	real_attr.qp_type = attr->qp_type;
+	real_attr.sq_sig_all = attr->sq_sig_all;
+	struct ibv_qp *real = ov::verbs::create_qp(pd->real_pd, &real_attr);
+	if (!real) {
+		int saved = errno;
+		free(qp);
+		errno = saved;
+		return nullptr;
+	}
+	attr->cap = real_attr.cap;
+	qp->context = pd->context;
+	qp->qp_context = attr->qp_context;
+	qp->pd = pd;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->srq = attr->srq;
+	qp->handle = real->handle;
+	qp->qp_num = real->qp_num;
+	qp->state = real->state;
+	qp->qp_type = real->qp_type;
+	pthread_mutex_init(&qp->mutex, nullptr);
+	pthread_cond_init(&qp->cond, nullptr);
+	qp->real_qp = real;
+	return qp;
+}
+
+OV_EXPORT int ov_query_qp_1_0(struct ibv_qp_1_0 *qp, struct ibv_qp_attr *attr, int mask,
+			      struct ibv_qp_init_attr_1_0 *init_attr) noexcept;
+OV_SYMVER(ov_query_qp_1_0, "ibv_query_qp@IBVERBS_1.0");
+OV_EXPORT int ov_query_qp_1_0(struct ibv_qp_1_0 *qp, struct ibv_qp_attr *attr, int mask,
+			      struct ibv_qp_init_attr_1_0 *init_attr) noexcept
+{
+	if (!qp || !qp->real_qp || !attr || !init_attr)
+		return fail(EINVAL);
+	struct ibv_qp_init_attr real_init;
+	memset(&real_init, 0, sizeof(real_init));
+	int ret = ov::verbs::query_qp(qp->real_qp, attr, mask, &real_init);
+	if (ret)
+		return ret;
+	init_attr->qp_context = qp->qp_context;
+	init_attr->send_cq = qp->send_cq;
+	init_attr->recv_cq = qp->recv_cq;
+	init_attr->srq = qp->srq;
+	init_attr->qp_type = qp->qp_type;
+	init_attr->cap = real_init.cap;
+	init_attr->sq_sig_all = real_init.sq_sig_all;
+	if (mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
+}
+
+OV_EXPORT int ov_modify_qp_1_0(struct ibv_qp_1_0 *qp, struct ibv_qp_attr *attr,
+			       int mask) noexcept;
+OV_SYMVER(ov_modify_qp_1_0, "ibv_modify_qp@IBVERBS_1.0");
+OV_EXPORT int ov_modify_qp_1_0(struct ibv_qp_1_0 *qp, struct ibv_qp_attr *attr,
+			       int mask) noexcept
+{
+	if (!qp || !qp->real_qp || !attr)
+		return fail(EINVAL);
+	int ret = ov::verbs::modify_qp(qp->real_qp, attr, mask);
+	if (!ret && (mask & IBV_QP_STATE))
+		qp->state = attr->qp_state;
+	return ret;
+}
+
+OV_EXPORT int ov_destroy_qp_1_0(struct ibv_qp_1_0 *qp) noexcept;
+OV_SYMVER(ov_destroy_qp_1_0, "ibv_destroy_qp@IBVERBS_1.0");
+OV_EXPORT int ov_destroy_qp_1_0(struct ibv_qp_1_0 *qp) noexcept
+{
+	if (!qp || !qp->real_qp)
+		return fail(EINVAL);
+	int ret = ov::verbs::destroy_qp(qp->real_qp);
+	if (ret)
+		return ret;
+	pthread_cond_destroy(&qp->cond);
+	pthread_mutex_destroy(&qp->mutex);
+	free(qp);
+	return 0;
+}
+
+// ---- AH and multicast -----------------------------------------------------------
+
+OV_EXPORT struct ibv_ah_1_0 *ov_create_ah_1_0(struct ibv_pd_1_0 *pd,
+					      struct ibv_ah_attr *attr) noexcept;
+OV_SYMVER(ov_create_ah_1_0, "ibv_create_ah@IBVERBS_1.0");
+OV_EXPORT struct ibv_ah_1_0 *ov_create_ah_1_0(struct ibv_pd_1_0 *pd,
+					      struct ibv_ah_attr *attr) noexcept
+{
+	if (!pd || !pd->real_pd || !attr)
+		return fail_null<struct ibv_ah_1_0>(EINVAL);
+	auto *ah = alloc_zeroed<struct ibv_ah_1_0>();
+	if (!ah)
+		return fail_null<struct ibv_ah_1_0>(ENOMEM);
+	struct ibv_ah *real = ov::verbs::create_ah(pd->real_pd, attr);
+	if (!real) {
+		int saved = errno;
+		free(ah);
+		errno = saved;
+		return nullptr;
+	}
+	ah->context = pd->context;
+	ah->pd = pd;
+	ah->handle = real->handle;
+	ah->real_ah = real;
+	return ah;
+}
+
+OV_EXPORT int ov_destroy_ah_1_0(struct ibv_ah_1_0 *ah) noexcept;
+OV_SYMVER(ov_destroy_ah_1_0, "ibv_destroy_ah@IBVERBS_1.0");
+OV_EXPORT int ov_destroy_ah_1_0(struct ibv_ah_1_0 *ah) noexcept
+{
+	if (!ah || !ah->real_ah)
+		return fail(EINVAL);
+	int ret = ov::verbs::destroy_ah(ah->real_ah);
+	if (ret)
+		return ret;
+	free(ah);
+	return 0;
+}
+
+OV_EXPORT int ov_attach_mcast_1_0(struct ibv_qp_1_0 *qp, union ibv_gid *gid,
+				  uint16_t lid) noexcept;
+OV_SYMVER(ov_attach_mcast_1_0, "ibv_attach_mcast@IBVERBS_1.0");
+OV_EXPORT int ov_attach_mcast_1_0(struct ibv_qp_1_0 *qp, union ibv_gid *gid, uint16_t lid) noexcept
+{
+	if (!qp || !qp->real_qp || !gid)
+		return fail(EINVAL);
+	return ov::verbs::attach_mcast(qp->real_qp, gid, lid);
+}
+
+OV_EXPORT int ov_detach_mcast_1_0(struct ibv_qp_1_0 *qp, union ibv_gid *gid,
+				  uint16_t lid) noexcept;
+OV_SYMVER(ov_detach_mcast_1_0, "ibv_detach_mcast@IBVERBS_1.0");
+OV_EXPORT int ov_detach_mcast_1_0(struct ibv_qp_1_0 *qp, union ibv_gid *gid, uint16_t lid) noexcept
+{
+	if (!qp || !qp->real_qp || !gid)
+		return fail(EINVAL);
+	return ov::verbs::detach_mcast(qp->real_qp, gid, lid);
+}
