@@ -1,0 +1,282 @@
+// The per-context ioctl→write fallback: ENOTTY, EPROTONOSUPPORT, mandatory
+// driver attributes, fallback_require_ex, fallback_ioctl_only, and the legacy
+// request rebuilt in place before the provider's driver data.
+#include "fake_kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+
+using namespace ov::kernel;
+using kt::FakeContext;
+using kt::FakeKernel;
+
+namespace {
+
+// struct ibv_create_cq of kern-abi.h followed by a provider's driver data,
+// and the matching response, as a provider (e.g. rxe) lays them out.
+using ProviderCreateCq = kt::WithDrv<LegacyReq<ib_uverbs_create_cq>, 16>;
+using ProviderCreateCqResp = kt::WithDrv<struct ib_uverbs_create_cq_resp, 8>;
+
+int create_cq(FakeContext &c, ProviderCreateCq &cmd, ProviderCreateCqResp &resp, struct ibv_cq &cq)
+{
+	return ibv_cmd_create_cq(c.ctx(), 64, nullptr, 2, &cq, cmd.as<struct ibv_create_cq>(), sizeof(cmd),
+				 resp.head(), sizeof(resp));
+}
+
+} // namespace
+
+TEST(Fallback, EnottyMarksEveryOpLegacyAndWritesInPlace)
+{
+	FakeKernel k;
+	FakeContext c(false); // a kernel without ioctl has no INVOKE_WRITE either
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return ENOTTY; };
+	ProviderCreateCq cmd;
+	cmd.drv()[0] = 0xd0d0;
+	cmd.drv()[1] = 0xd1d1;
+	ProviderCreateCqResp resp;
+	struct ibv_cq cq = {};
+	k.on_write = [&](const void *, size_t) {
+		resp.head()->cq_handle = 9;
+		resp.head()->cqe = 127;
+		*resp.drv() = 0x5555;
+		return 0;
+	};
+	ASSERT_EQ(0, create_cq(c, cmd, resp, cq));
+	EXPECT_EQ(9u, cq.handle);
+	EXPECT_EQ(127, cq.cqe);
+	EXPECT_EQ(c.ctx(), cq.context);
+	for (unsigned b = 0; b < kVerbsOpsCount; ++b)
+		EXPECT_TRUE(c.bit(b)) << b;
+
+	// One write, of the provider's own buffer: header + core + driver data.
+	ASSERT_EQ(1u, k.writes.size());
+	ProviderCreateCq want;
+	want.head()->hdr.command = IB_USER_VERBS_CMD_CREATE_CQ;
+	want.head()->hdr.in_words = sizeof(ProviderCreateCq) / 4;
+	want.head()->hdr.out_words = sizeof(ProviderCreateCqResp) / 4;
+	want.head()->core.response = (uintptr_t)&resp;
+	want.head()->core.user_handle = (uintptr_t)&cq;
+	want.head()->core.cqe = 64;
+	want.head()->core.comp_vector = 2;
+	want.head()->core.comp_channel = -1;
+	want.drv()[0] = 0xd0d0;
+	want.drv()[1] = 0xd1d1;
+	ASSERT_EQ(sizeof(want), k.writes[0].bytes.size());
+	EXPECT_EQ(0, std::memcmp(k.writes[0].bytes.data(), &want, sizeof(want)));
+	EXPECT_EQ(0, std::memcmp(&cmd, &want, sizeof(want))) << "built in the provider's buffer";
+
+	// From now on no ioctl is tried for any op.
+	size_t n = k.ioctls.size();
+	ASSERT_EQ(0, create_cq(c, cmd, resp, cq));
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	ASSERT_EQ(0, ibv_cmd_dealloc_pd(&pd));
+	EXPECT_EQ(n, k.ioctls.size());
+	EXPECT_EQ(3u, k.writes.size());
+}
+
+TEST(Fallback, EprotonosupportMarksOnlyThatOp)
+{
+	FakeKernel k;
+	FakeContext c(false);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		return hdr->object_id == UVERBS_OBJECT_QP ? EPROTONOSUPPORT : 0;
+	};
+	struct ibv_qp qp = {};
+	qp.context = c.ctx();
+	qp.handle = 12;
+	pthread_mutex_init(&qp.mutex, nullptr);
+	pthread_cond_init(&qp.cond, nullptr);
+	k.on_write = [](const void *buf, size_t) {
+		// The kernel reports no events for this QP.
+		auto *req = static_cast<const LegacyReq<ib_uverbs_destroy_qp> *>(buf);
+		auto *r = reinterpret_cast<struct ib_uverbs_destroy_qp_resp *>((uintptr_t)req->core.response);
+		r->events_reported = 0;
+		return 0;
+	};
+	ASSERT_EQ(0, ibv_cmd_destroy_qp(&qp));
+	EXPECT_TRUE(c.bit(OV_FALLBACK_BIT(destroy_qp)));
+	for (unsigned b = 0; b < kVerbsOpsCount; ++b)
+		if (b != OV_FALLBACK_BIT(destroy_qp))
+			EXPECT_FALSE(c.bit(b)) << b;
+	ASSERT_EQ(1u, k.writes.size());
+	LegacyReq<ib_uverbs_destroy_qp> want = {};
+	want.hdr.command = IB_USER_VERBS_CMD_DESTROY_QP;
+	want.hdr.in_words = sizeof(want) / 4;
+	want.hdr.out_words = sizeof(struct ib_uverbs_destroy_qp_resp) / 4;
+	want.core.qp_handle = 12;
+	LegacyReq<ib_uverbs_destroy_qp> got;
+	ASSERT_EQ(sizeof(got), k.writes[0].bytes.size());
+	std::memcpy(&got, k.writes[0].bytes.data(), sizeof(got));
+	want.core.response = got.core.response; // a stack address
+	EXPECT_EQ(0, std::memcmp(&got, &want, sizeof(want)));
+
+	// Other objects still go through ioctl.
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	size_t n = k.ioctls.size();
+	ASSERT_EQ(0, ibv_cmd_dealloc_pd(&pd));
+	EXPECT_EQ(n + 1, k.ioctls.size());
+	EXPECT_EQ(1u, k.writes.size());
+}
+
+TEST(Fallback, OtherErrorsDoNotFallBack)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EINVAL; };
+	ProviderCreateCq cmd;
+	ProviderCreateCqResp resp;
+	struct ibv_cq cq = {};
+	EXPECT_EQ(EINVAL, create_cq(c, cmd, resp, cq));
+	EXPECT_TRUE(k.writes.empty());
+	for (unsigned b = 0; b < kVerbsOpsCount; ++b)
+		EXPECT_FALSE(c.bit(b));
+}
+
+TEST(Fallback, LegacyModeRules)
+{
+	int ret = 0;
+	CommandBuffer drv(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 4);
+	CommandBuffer cmdb(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 2, drv.get());
+	EXPECT_EQ(Fallback::TryWrite, legacy_mode(cmdb.get(), &ret));
+
+	// Mandatory UHW attributes can be carried by write().
+	uint32_t x = 0;
+	drv.in_uhw(UVERBS_ATTR_UHW_IN, &x, sizeof(x));
+	drv.out(UVERBS_ATTR_UHW_OUT, &x, sizeof(x));
+	EXPECT_EQ(Fallback::TryWrite, legacy_mode(cmdb.get(), &ret));
+
+	// An optional driver attribute is dropped silently ...
+	drv.const_in(0x1010, 1)->flags = 0;
+	EXPECT_EQ(Fallback::TryWrite, legacy_mode(cmdb.get(), &ret));
+
+	// ... a mandatory one cannot be expressed.
+	drv.const_in(0x1011, 1);
+	errno = 0;
+	EXPECT_EQ(Fallback::Error, legacy_mode(cmdb.get(), &ret));
+	EXPECT_EQ(EOPNOTSUPP, ret);
+	EXPECT_EQ(EOPNOTSUPP, errno);
+
+	// Our own attributes are never checked (they are rebuilt for write()).
+	CommandBuffer drv2(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 1);
+	CommandBuffer cmdb2(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 2, drv2.get());
+	cmdb2.const_in(UVERBS_ATTR_CREATE_CQ_CQE, 1);
+	EXPECT_EQ(Fallback::TryWrite, legacy_mode(cmdb2.get(), &ret));
+	drv2->fallback_require_ex = 1;
+	EXPECT_EQ(Fallback::TryWriteEx, legacy_mode(cmdb2.get(), &ret));
+	cmdb2.ioctl_only();
+	EXPECT_EQ(Fallback::Error, legacy_mode(cmdb2.get(), &ret));
+	EXPECT_EQ(EOPNOTSUPP, ret);
+}
+
+TEST(Fallback, RequireExSendsTheExtendedCommandWithDriverData)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EPROTONOSUPPORT; };
+	using ProviderCreateCqEx = kt::WithDrv<LegacyReqEx<ib_uverbs_ex_create_cq>, 8>;
+	ProviderCreateCqEx cmd;
+	*cmd.drv() = 0xabcdef;
+	kt::WithDrv<struct ib_uverbs_ex_create_cq_resp, 8> resp;
+	struct verbs_cq cq = {};
+	struct ibv_cq_init_attr_ex attr = {};
+	attr.cqe = 32;
+	attr.comp_vector = 1;
+	attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	attr.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	k.on_write = [&](const void *, size_t) {
+		resp.head()->base.cq_handle = 4;
+		resp.head()->base.cqe = 63;
+		return 0;
+	};
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, cmd.as<struct ibv_create_cq_ex>(), sizeof(cmd),
+					  resp.head(), sizeof(resp), 0));
+	EXPECT_EQ(4u, cq.cq.handle);
+	EXPECT_EQ(63, cq.cq.cqe);
+	ASSERT_EQ(1u, k.writes.size());
+	ProviderCreateCqEx want;
+	auto *w = want.head();
+	w->hdr.command = IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_CQ;
+	w->hdr.in_words = sizeof(w->core) / 8;
+	w->hdr.out_words = sizeof(struct ib_uverbs_ex_create_cq_resp) / 8;
+	w->ex_hdr.response = (uintptr_t)&resp;
+	w->ex_hdr.provider_in_words = 1;
+	w->ex_hdr.provider_out_words = 1;
+	w->core.user_handle = (uintptr_t)&cq;
+	w->core.cqe = 32;
+	w->core.comp_vector = 1;
+	w->core.comp_channel = -1;
+	w->core.flags = IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN;
+	*want.drv() = 0xabcdef;
+	ASSERT_EQ(sizeof(want), k.writes[0].bytes.size());
+	EXPECT_EQ(0, std::memcmp(k.writes[0].bytes.data(), &want, sizeof(want)));
+}
+
+TEST(Fallback, TimestampIgnoredByProviderAllowsTheBasicCommand)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return ENOTTY; };
+	LegacyReqEx<ib_uverbs_ex_create_cq> cmd = {};
+	struct ib_uverbs_ex_create_cq_resp resp = {};
+	struct verbs_cq cq = {};
+	struct ibv_cq_init_attr_ex attr = {};
+	attr.cqe = 8;
+	attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+					  sizeof(cmd), &resp, sizeof(resp), 1 /* CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX */));
+	ASSERT_EQ(1u, k.writes.size());
+	struct ib_uverbs_cmd_hdr hdr;
+	std::memcpy(&hdr, k.writes[0].bytes.data(), sizeof(hdr));
+	EXPECT_EQ((uint32_t)IB_USER_VERBS_CMD_CREATE_CQ, hdr.command);
+
+	// Without the provider's consent the extended command is required.
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+					  sizeof(cmd), &resp, sizeof(resp), 0));
+	std::memcpy(&hdr, k.writes[1].bytes.data(), sizeof(hdr));
+	EXPECT_EQ(IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_CQ, hdr.command);
+}
+
+TEST(Fallback, ImportedContextsCannotCreateSrqsByWrite)
+{
+	FakeKernel k;
+	FakeContext c;
+	c.priv.imported = true;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return ENOTTY; };
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	struct ibv_srq srq = {};
+	struct ibv_srq_init_attr attr = {};
+	attr.attr.max_wr = 4;
+	attr.attr.max_sge = 1;
+	LegacyReq<ib_uverbs_create_srq> cmd = {};
+	struct ib_uverbs_create_srq_resp resp = {};
+	EXPECT_EQ(EOPNOTSUPP, ibv_cmd_create_srq(&pd, &srq, &attr, reinterpret_cast<struct ibv_create_srq *>(&cmd),
+						 sizeof(cmd), &resp, sizeof(resp)));
+	EXPECT_TRUE(k.writes.empty());
+}
+
+TEST(Fallback, DisassociatedDestroyCountsAsSuccessWhenAllowed)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EIO; };
+	struct ibv_cq cq = {};
+	cq.context = c.ctx();
+	pthread_mutex_init(&cq.mutex, nullptr);
+	pthread_cond_init(&cq.cond, nullptr);
+	cq.comp_events_completed = 3; // would never match: success must not wait
+
+	verbs_allow_disassociate_destroy = false;
+	EXPECT_EQ(EIO, ibv_cmd_destroy_cq(&cq));
+	verbs_allow_disassociate_destroy = true;
+	EXPECT_EQ(0, ibv_cmd_destroy_cq(&cq));
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	EXPECT_EQ(0, ibv_cmd_dealloc_pd(&pd));
+	verbs_allow_disassociate_destroy = false;
+	EXPECT_EQ(EIO, ibv_cmd_dealloc_pd(&pd));
+}
