@@ -1,0 +1,105 @@
+// Provider loading through the real libibverbs.so.1: a probe program is run
+// with a provider folder holding one fake provider variant, and its output,
+// stderr and VERBS_LOG_FILE are checked.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+struct ProbeRun {
+	std::string out, err, log;
+};
+
+class Loader : public ::testing::Test {
+protected:
+	fs::path tmp;
+	void SetUp() override
+	{
+		char t[] = "/tmp/ovloader.XXXXXX";
+		ASSERT_NE(mkdtemp(t), nullptr);
+		tmp = t;
+		fs::create_directories(tmp / "etc");
+		fs::create_directories(tmp / "empty");
+	}
+	void TearDown() override { fs::remove_all(tmp); }
+
+	static std::string slurp(const fs::path &p)
+	{
+		std::ifstream f(p);
+		std::stringstream s;
+		s << f.rdbuf();
+		return s.str();
+	}
+
+	// Runs the probe with `variant`'s provider folder as OPENVERBS_PROVIDER_DIR.
+	ProbeRun run(const std::string &variant, const std::string &soft_devices)
+	{
+		std::string dir = variant.empty() ? (tmp / "empty").string()
+						  : std::string(CORE_PROVIDERS) + "/" + variant;
+		std::string cmd = "env -u RDMAV_DRIVERS -u IBV_DRIVERS";
+		cmd += soft_devices.empty() ? " -u RDMAV_SOFT_DEVICES" : " RDMAV_SOFT_DEVICES=" + soft_devices;
+		cmd += " OPENVERBS_PROVIDER_DIR=" + dir;
+		cmd += " OPENVERBS_CONFIG_DIR=" + (tmp / "etc").string();
+		cmd += " SYSFS_PATH=" + (tmp / "nosys").string();
+		cmd += " VERBS_LOG_LEVEL=4 VERBS_LOG_FILE=" + (tmp / "log").string();
+		cmd += std::string(" ") + CORE_PROBE + " >" + (tmp / "out").string() + " 2>" +
+		       (tmp / "err").string();
+		int rc = system(cmd.c_str());
+		EXPECT_EQ(rc, 0) << cmd;
+		return ProbeRun{slurp(tmp / "out"), slurp(tmp / "err"), slurp(tmp / "log")};
+	}
+};
+
+} // namespace
+
+TEST_F(Loader, GoodProviderServesSoftDevices)
+{
+	ProbeRun r = run("good", "2");
+	EXPECT_THAT(r.out, HasSubstr("devices 2\ndev soft0\nopen soft0 cmd_fd=-1\ndev soft1\nopen soft1 cmd_fd=-1\n"));
+	EXPECT_THAT(r.log, HasSubstr("loaded provider soft from " CORE_PROVIDERS "/good/libsoft-rdmav34.so"));
+	EXPECT_THAT(r.log, HasSubstr("soft0 bound to provider fake_soft"));
+	EXPECT_EQ(r.err, "");
+}
+
+TEST_F(Loader, NoDeviceNoProviderLoaded)
+{
+	ProbeRun r = run("good", "");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_THAT(r.log, Not(HasSubstr("loaded provider")));
+	EXPECT_THAT(r.log, Not(HasSubstr("provider soft")));
+	EXPECT_EQ(r.err, "");
+}
+
+TEST_F(Loader, WrongPrivateAbiIsNamed)
+{
+	ProbeRun r = run("pabi33", "1");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_THAT(r.log, HasSubstr("version `IBVERBS_PRIVATE_33' not found"));
+	EXPECT_THAT(r.err, HasSubstr("libibverbs: Warning: couldn't load driver 'soft'"));
+	EXPECT_THAT(r.log, HasSubstr("no provider for soft0"));
+}
+
+TEST_F(Loader, KernelAbiOutOfRange)
+{
+	ProbeRun r = run("abirange", "1");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_THAT(r.err, HasSubstr("Driver fake_soft does not support the kernel ABI of 1 (supports 5 to 6)"));
+}
+
+TEST_F(Loader, ProviderThatDoesNotRegister)
+{
+	ProbeRun r = run("noreg", "1");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_THAT(r.log, HasSubstr("registered no provider"));
+}
