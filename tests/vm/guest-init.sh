@@ -47,9 +47,10 @@ done
 if [ -n "$need" ]; then
   /run/ov-modprobe -a $need || fatal modprobe "modprobe$need failed"
 fi
-[ "${OV_DEBUG_HANG:-0}" = boot ] && { set +x; while :; do :; done; }
 
-ip -batch - <<EOF || fatal netdev "cannot create the dummy netdevs"
+# Stage 1 normally created the devices already (see logs/stage1.log).
+if [ ! -d "/sys/class/infiniband/$RXE_DEV" ] || [ ! -d "/sys/class/infiniband/$SIW_DEV" ]; then
+  ip link show dum0 >/dev/null 2>&1 || ip -batch - <<EOF || fatal netdev "cannot create the dummy netdevs"
 link set lo up
 link add dum0 type dummy
 addr add $RXE_IP/24 dev dum0
@@ -58,10 +59,15 @@ link add dum1 type dummy
 addr add $SIW_IP/24 dev dum1
 link set dum1 up
 EOF
-rdma link add "$RXE_DEV" type rxe netdev dum0 || fatal rxe "rdma link add $RXE_DEV type rxe failed"
-event RXE0
-rdma link add "$SIW_DEV" type siw netdev dum1 || fatal siw "rdma link add $SIW_DEV type siw failed"
-event SIW0
+  if [ ! -d "/sys/class/infiniband/$RXE_DEV" ]; then
+    rdma link add "$RXE_DEV" type rxe netdev dum0 || fatal rxe "rdma link add $RXE_DEV type rxe failed"
+    event RXE0
+  fi
+  if [ ! -d "/sys/class/infiniband/$SIW_DEV" ]; then
+    rdma link add "$SIW_DEV" type siw netdev dum1 || fatal siw "rdma link add $SIW_DEV type siw failed"
+    event SIW0
+  fi
+fi
 
 # The IPv4-mapped RoCE v2 GID of rxe0 (::ffff:RXE_IP); read the table in one go.
 ip_hex=$(printf '%02x%02x:%02x%02x' ${RXE_IP//./ })

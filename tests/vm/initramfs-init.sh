@@ -6,6 +6,7 @@
 # (tests/vm/guest-init.sh on the shared root). Everything here runs from the
 # initramfs because every exec over 9p is slow under TCG.
 # Kernel command line: ov_stage2=PATH ov_results=PATH ov_kroot=DIR ov_kver=KVER
+# It also creates rxe0 and siw0 (settings from the host's guest.env).
 
 PATH=/bin
 fail() {
@@ -49,6 +50,30 @@ exec /sbin/modprobe -d "$ov_kroot" -S "$ov_kver" "\$@"
 EOF
 chmod 0755 $r/run/ov-modprobe
 echo /run/ov-modprobe >/proc/sys/kernel/modprobe
+
+# rxe0 and siw0 on dummy netdevs, with iproute2 from the initramfs. Stage 2
+# checks the result and retries with the host's tools if this failed.
+res=$r$ov_results
+up() { read -r u _ </proc/uptime; echo "$u"; }
+if [ -f "$res/guest.env" ]; then
+  . "$res/guest.env"
+  {
+    /usr/sbin/ip -batch - <<EOF
+link set lo up
+link add dum0 type dummy
+addr add $RXE_IP/24 dev dum0
+link set dum0 up
+link add dum1 type dummy
+addr add $SIW_IP/24 dev dum1
+link set dum1 up
+EOF
+    /usr/bin/rdma link add "$RXE_DEV" type rxe netdev dum0 && echo "RXE0 $(up)" >>"$res/events.txt"
+    /usr/bin/rdma link add "$SIW_DEV" type siw netdev dum1 && echo "SIW0 $(up)" >>"$res/events.txt"
+  } >"$res/logs/stage1.log" 2>&1
+fi
+
+# --debug-hang boot: never reach stage 2 (tests the host's boot timeout).
+if [ "$ov_hang" = boot ]; then while :; do :; done; fi
 
 umount /proc /sys /dev 2>/dev/null
 exec switch_root $r "$ov_stage2"

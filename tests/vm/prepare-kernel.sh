@@ -68,7 +68,9 @@ kdir=$cache/kernels/$kver
 # ---------------------------------------------------------------- initramfs
 # Rebuilt (about a second) whenever stage 1 or the module list changes.
 initrd_mods="virtio_pci 9pnet_virtio 9p crc32_generic ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe siw dummy"
-initrd_key=$(cat "$here/initramfs-init.sh" /bin/busybox | md5sum | cut -d' ' -f1)-$(echo "$initrd_mods" | md5sum | cut -c1-8)
+initrd_tools="/usr/sbin/ip /usr/bin/rdma"
+# shellcheck disable=SC2086
+initrd_key=$(cat "$here/initramfs-init.sh" /bin/busybox $initrd_tools | md5sum | cut -d' ' -f1)-$(echo "$initrd_mods" | md5sum | cut -c1-8)
 build_initramfs() {
   [ -f "$kdir/initrd.img" ] && [ "$(cat "$kdir/initrd.key" 2>/dev/null)" = "$initrd_key" ] && return 0
   log "packing the initramfs"
@@ -99,6 +101,15 @@ build_initramfs() {
     esac
     grep -qx "$b" "$ird/modules.order" || echo "$b" >>"$ird/modules.order"
   done <<<"$deps"
+  # iproute2's ip and rdma (with their libraries) create rxe0 and siw0 from
+  # stage 1, before anything has to be loaded over 9p.
+  for b in $initrd_tools; do
+    [ -x "$b" ] || die "$b is missing (iproute2)"
+    cp -L --parents "$b" "$ird"
+    for path in $(ldd "$b" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p'); do
+      [ -e "$ird$path" ] || cp -L --parents "$path" "$ird"
+    done
+  done
   install -m 0755 "$here/initramfs-init.sh" "$ird/init"
   (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) >"$kdir/initrd.img"
   echo "$initrd_key" >"$kdir/initrd.key"

@@ -24,7 +24,8 @@ usage: $0 [options]
   --test-timeout S   per-program limit inside the guest (90)
   --group FILE       also run FILE (an executable group script) as a group
   --list             list the groups and exit
-  --debug-hang WHERE make the guest hang on purpose ('boot' or 'tests'), to test timeouts
+  --debug-hang WHERE make the guest hang on purpose, to test the timeouts: 'boot'
+                     (in stage 1: --boot-timeout) or 'tests' (after rxe0: --timeout)
 EOF
 }
 
@@ -198,7 +199,7 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \

@@ -63,25 +63,29 @@ mkdir -p "$work/soname" && gcc -shared -fPIC -Wl,-soname,libfoo.so.1 -o "$work/s
   expect_fast_failure wrong-soname 20 "has SONAME 'libfoo.so.1'" -- --lib "$work/soname" --only rxe-verbs
 expect_fast_failure missing-dir 20 'does not exist' -- --lib "$work/no-such-dir" --only rxe-verbs
 
-# 4. A guest that hangs (on purpose, after creating rxe0) is killed at the limit.
-t0=$(now)
-limit=45
-log=$work/hang.log
-"$here/run.sh" --build-dir "$work/build" --baseline --only rxe-verbs "${kernel_args[@]}" \
-  --debug-hang tests --timeout "$limit" >"$log" 2>&1; rc=$?
-el=$(( ($(now) - t0) / 1000000 ))
-res=$(sed -n 's/^vm: results in //p' "$log")
-qpid=$(sed -n 's/^vm: qemu pid \([0-9]*\)$/\1/p' "$log")
-left=""
-if [ -n "$qpid" ] && [ -d "/proc/$qpid" ] && grep -q qemu "/proc/$qpid/comm" 2>/dev/null; then left=$qpid; fi
-if [ "$rc" = 0 ]; then result FAIL hung-guest "$t0" "run.sh passed; log $log"
-elif [ -n "$left" ]; then result FAIL hung-guest "$t0" "qemu pid $left still running"; kill -KILL "$left"
-elif ! grep -q "still running after ${limit}s: killed" "$log"; then result FAIL hung-guest "$t0" "no timeout message; log $log"
-elif ! grep -q '^FAIL vm/run ' "$log"; then result FAIL hung-guest "$t0" "not reported as a failure; log $log"
-elif [ -z "$qpid" ]; then result FAIL hung-guest "$t0" "qemu never started; log $log"
-elif [ "$el" -gt $((limit + 60)) ]; then result FAIL hung-guest "$t0" "took ${el}s for a ${limit}s limit (kernel preparation included)"
-else result PASS hung-guest "$t0" "killed after the ${limit}s limit, run took ${el}s, no qemu left"
-fi
+# 4. A guest that hangs is killed at the limit, reported failed, and no qemu
+#    is left: once after rxe0 (--timeout), once before stage 2 (--boot-timeout).
+# hang_case NAME WHERE OPTION LIMIT MESSAGE
+hang_case() {
+  local name=$1 where=$2 opt=$3 limit=$4 msg=$5 t0 rc el res qpid left log=$work/$1.log
+  t0=$(now)
+  "$here/run.sh" --build-dir "$work/build" --baseline --only rxe-verbs "${kernel_args[@]}" \
+    --debug-hang "$where" "$opt" "$limit" >"$log" 2>&1; rc=$?
+  el=$(( ($(now) - t0) / 1000000 ))
+  qpid=$(sed -n 's/^vm: qemu pid \([0-9]*\)$/\1/p' "$log")
+  left=""
+  if [ -n "$qpid" ] && [ -d "/proc/$qpid" ] && grep -q qemu "/proc/$qpid/comm" 2>/dev/null; then left=$qpid; fi
+  if [ "$rc" = 0 ]; then result FAIL "$name" "$t0" "run.sh passed; log $log"
+  elif [ -n "$left" ]; then result FAIL "$name" "$t0" "qemu pid $left still running"; kill -KILL "$left"
+  elif ! grep -q "$msg" "$log"; then result FAIL "$name" "$t0" "no '$msg' message; log $log"
+  elif ! grep -q '^FAIL vm/run ' "$log"; then result FAIL "$name" "$t0" "not reported as a failure; log $log"
+  elif [ -z "$qpid" ]; then result FAIL "$name" "$t0" "qemu never started; log $log"
+  elif [ "$el" -gt $((limit + 60)) ]; then result FAIL "$name" "$t0" "took ${el}s for a ${limit}s limit (kernel preparation included)"
+  else result PASS "$name" "$t0" "killed at the ${limit}s limit, run took ${el}s, qemu $qpid gone"
+  fi
+}
+hang_case hung-guest tests --timeout 45 "still running after 45s: killed"
+hang_case hung-boot boot --boot-timeout 30 "did not reach stage 2 within 30s"
 
 echo "vm-harness: logs in $work"
 exit "$failed"
