@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Header self-containment: one header, alone, in one language.
+
+    check_header.py --compiler cc --lang c --include <repo>/include
+                    --header verbs.h --workdir <dir>
+
+Compiles a translation unit holding only `#include <infiniband/HEADER>` as
+C11 (-std=c11) or C++17 (-std=c++17) with -Wall -Wextra -Werror, then checks
+from the dependency list that every infiniband/ header it used came from the
+tree under test (a header we lack must not be silently replaced by Debian's
+copy in /usr/include).
+
+Exception, by design: arch.h and sa-kern-abi.h announce with #warning that
+they are obsolete (as rdma-core's do), so -Wno-error=cpp is added for them.
+Exit 0 = compiles cleanly, 1 = it does not (compiler output printed).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+# Headers whose #warning is intended behaviour.
+OBSOLETE = {"arch.h", "sa-kern-abi.h"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--lang", choices=("c", "c++"), required=True)
+    ap.add_argument("--include", required=True)
+    ap.add_argument("--header", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+
+    os.makedirs(args.workdir, exist_ok=True)
+    stem = "%s.%s" % (args.header.replace(".", "_"), "c" if args.lang == "c" else "cpp")
+    src = os.path.join(args.workdir, stem)
+    deps = src + ".d"
+    with open(src, "w") as f:
+        f.write("#include <infiniband/%s>\n" % args.header)
+    std = "-std=c11" if args.lang == "c" else "-std=c++17"
+    cmd = [args.compiler, "-x", args.lang, std, "-Wall", "-Wextra", "-Werror",
+           "-I", args.include, "-c", src, "-o", os.devnull, "-MD", "-MF", deps]
+    if args.header in OBSOLETE:
+        cmd.append("-Wno-error=cpp")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        print("FAIL: infiniband/%s does not compile alone as %s:" % (args.header, std))
+        print("  " + " ".join(cmd))
+        print(proc.stdout)
+        return 1
+
+    ours = os.path.realpath(os.path.join(args.include, "infiniband"))
+    foreign = []
+    with open(deps) as f:
+        for word in f.read().replace("\\\n", " ").split():
+            real = os.path.realpath(word) if word.endswith(".h") else ""
+            if os.path.basename(os.path.dirname(real)) == "infiniband" and \
+                    os.path.dirname(real) != ours:
+                foreign.append(real)
+    if foreign:
+        print("FAIL: infiniband/%s uses headers from outside %s: %s"
+              % (args.header, ours, " ".join(sorted(set(foreign)))))
+        return 1
+    if proc.stdout.strip():
+        print(proc.stdout)
+    print("PASS: infiniband/%s compiles alone as %s with -Wall -Wextra -Werror"
+          % (args.header, std))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
