@@ -4,17 +4,25 @@
  * Layout fixed by IBVERBS_PRIVATE_34 (rdma-core 44). Every command has a
  * request type `struct ibv_<cmd>`: the 8-byte `struct ib_uverbs_cmd_hdr`
  * (or, for extended commands, `struct ex_hdr`: the header plus the 16-byte
- * `struct ib_uverbs_ex_cmd_hdr`) followed by the kernel's request structure,
- * reachable as `core_payload`. A provider embeds the request head first in
- * its own command structure and appends its driver data; the library fills
- * the head and the core payload and sends the whole buffer (write() or the
- * INVOKE_WRITE ioctl). The kernel structures themselves come from the kernel
- * uapi header <rdma/ib_user_verbs.h>.
+ * `struct ib_uverbs_ex_cmd_hdr`) followed by the kernel's request structure.
+ * A provider embeds the request head first in its own command structure and
+ * appends its driver data; the library fills the head and the core payload
+ * and sends the whole buffer (write() or the INVOKE_WRITE ioctl).
  *
- * Difference from rdma-core: rdma-core also lets code name the kernel fields
- * directly on the request (an anonymous copy of each kernel struct, made by a
- * generator); here they are reached through `core_payload` only. Layouts are
- * identical.
+ * The kernel structure sits in a union, twice: as `core_payload` (its own
+ * type, from the kernel uapi header <rdma/ib_user_verbs.h>) and as an
+ * anonymous struct with the same members, so that code names the kernel's
+ * fields on the request itself (`cmd.pd_handle`, `cmd.response`). The member
+ * lists come from <infiniband/kern-abi-fields.h>, which
+ * cmake/gen_kern_abi_fields.py derives from the uapi headers.
+ *
+ * C++: the kernel structs that end in a flexible array member (driver_data[])
+ * make every request head that carries them a variable-sized type. C and
+ * C++ accept the heads themselves, but g++ rejects such a head followed by
+ * another member (as DECLARE_DRV_CMD does), so DECLARE_DRV_CMD on those
+ * commands is for C providers (as in rdma-core, whose providers are C);
+ * clang accepts it in both languages as a GNU extension (the warning is
+ * silenced inside the macro).
  */
 #ifndef INFINIBAND_KERN_ABI_H
 #define INFINIBAND_KERN_ABI_H
@@ -23,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <rdma/ib_user_verbs.h>
+#include <infiniband/kern-abi-fields.h>
 
 /* Oldest and newest uverbs ABI (sysfs abi_version) the library speaks. */
 #define IB_USER_VERBS_MIN_ABI_VERSION 3
@@ -35,15 +44,19 @@ struct ex_hdr {
 };
 
 /*
- * _OV_DECLARE_CMD(enum, name, kernel struct): request head of a legacy
- * write command. _OV_DECLARE_CMD_EX: the same for an extended command.
- * Each also records, for DECLARE_DRV_CMD, which request type and which
- * kernel response type belong to the command's enum value.
+ * _OV_DECLARE_CMD(enum, name, kernel struct, kernel response type): request
+ * head of a legacy write command; the union holds the kernel struct's
+ * members (anonymous, _OV_ANON_<kernel struct>) and the struct itself
+ * (`core_payload`), in that order as in rdma-core. _OV_DECLARE_CMD_EX: the
+ * same for an extended command. Each also records, for DECLARE_DRV_CMD,
+ * which request type and which kernel response type belong to the
+ * command's enum value.
  */
 #define _OV_DECLARE_CMD(_enum, _name, _kabi, _kabi_resp)                       \
 	struct _name {                                                         \
 		struct ib_uverbs_cmd_hdr hdr;                                  \
 		union {                                                        \
+			_OV_ANON_##_kabi                                       \
 			struct _kabi core_payload;                             \
 		};                                                             \
 	};                                                                     \
@@ -54,6 +67,7 @@ struct ex_hdr {
 	struct _name {                                                         \
 		struct ex_hdr hdr;                                             \
 		union {                                                        \
+			_OV_ANON_##_kabi                                       \
 			struct _kabi core_payload;                             \
 		};                                                             \
 	};                                                                     \
@@ -172,22 +186,68 @@ _OV_DECLARE_CMD_EX(IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL,
 /*
  * DECLARE_DRV_CMD(name, enum, driver request, driver response) declares a
  * provider's command pair:
- *   struct name      { <request head of enum> ibv_cmd;  struct driver_req  drv_payload; }
- *   struct name_resp { <kernel response of enum> ibv_resp; struct driver_resp drv_payload; }
- * `empty` stands for "no driver data".
+ *   struct name      { <request head of enum> ibv_cmd;
+ *                      union { <driver request's members>; struct driver_req drv_payload; }; }
+ *   struct name_resp { <kernel response of enum> ibv_resp;
+ *                      union { <driver response's members>; struct driver_resp drv_payload; }; }
+ * so the driver's fields are reachable both as cmd.drv_payload.x and as
+ * cmd.x. The member lists are _OV_ANON_<driver struct> of
+ * <infiniband/kern-abi-fields.h> (every struct of the driver ABI headers of
+ * <rdma/>); a provider with its own ABI header defines _OV_ANON_<struct>
+ * itself or runs cmake/gen_kern_abi_fields.py on that header.
+ * `empty` stands for "no driver data" (size 0). Compile-time checks: no
+ * padding between the head and the driver data, nor after the driver data.
  */
 struct empty {
 	__u32 reserved[0];
 };
+#define _OV_ANON_empty
+
+#ifdef __cplusplus
+#define _OV_KABI_ASSERT static_assert
+#else
+#define _OV_KABI_ASSERT _Static_assert
+#endif
+
+#ifdef __clang__
+#define _OV_KABI_VLA_BEGIN                                                     \
+	_Pragma("clang diagnostic push")                                       \
+	_Pragma("clang diagnostic ignored \"-Wgnu-variable-sized-type-not-at-end\"")
+#define _OV_KABI_VLA_END _Pragma("clang diagnostic pop")
+#else
+#define _OV_KABI_VLA_BEGIN
+#define _OV_KABI_VLA_END
+#endif
 
 #define DECLARE_DRV_CMD(_name, _enum, _kabi_req, _kabi_resp)                   \
+	_OV_KABI_VLA_BEGIN                                                     \
 	struct _name {                                                         \
 		IBV_ABI_REQ(_enum) ibv_cmd;                                    \
-		struct _kabi_req drv_payload;                                  \
+		union {                                                        \
+			_OV_ANON_##_kabi_req                                   \
+			struct _kabi_req drv_payload;                          \
+		};                                                             \
 	};                                                                     \
 	struct _name##_resp {                                                  \
 		IBV_KABI_RESP(_enum) ibv_resp;                                 \
-		struct _kabi_resp drv_payload;                                 \
-	}
+		union {                                                        \
+			_OV_ANON_##_kabi_resp                                  \
+			struct _kabi_resp drv_payload;                         \
+		};                                                             \
+	};                                                                     \
+	_OV_KABI_VLA_END                                                       \
+	_OV_KABI_ASSERT(offsetof(struct _name, drv_payload) ==                 \
+				sizeof(IBV_ABI_REQ(_enum)),                    \
+			#_name ": padding before the driver request");         \
+	_OV_KABI_ASSERT(sizeof(struct _name) == sizeof(IBV_ABI_REQ(_enum)) +   \
+				sizeof(struct _kabi_req),                      \
+			#_name ": padding after the driver request");          \
+	_OV_KABI_ASSERT(offsetof(struct _name##_resp, drv_payload) ==          \
+				sizeof(IBV_KABI_RESP(_enum)),                  \
+			#_name "_resp: padding before the driver response");   \
+	_OV_KABI_ASSERT(sizeof(struct _name##_resp) ==                         \
+				sizeof(IBV_KABI_RESP(_enum)) +                 \
+				sizeof(struct _kabi_resp),                     \
+			#_name "_resp: padding after the driver response")
 
 #endif /* INFINIBAND_KERN_ABI_H */
