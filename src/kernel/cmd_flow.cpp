@@ -44,8 +44,6 @@ bool all_zero(const unsigned char *p, size_t n) noexcept
 template <class Kern>
 int copy_variable(const struct ibv_flow_spec *ib, const void *ib_val, Kern *k, size_t min_len) noexcept
 {
-	if (ib->hdr.size < kIbHdr)
-		return EINVAL;
 	size_t ib_len = (ib->hdr.size - kIbHdr) / 2;
 	if (ib_len < min_len)
 		return EINVAL;
@@ -70,8 +68,19 @@ template <class Kern, class IbSpec> void copy_fixed(const IbSpec &ib, Kern *k) n
 	k->size = sizeof(*k);
 }
 
-int to_kern_spec(const struct ibv_flow_spec *ib, KernSpec *k) noexcept
+// `raw` is the user's spec, which may sit at any 4-byte boundary after the
+// ibv_flow_attr: its fixed part is read through an aligned copy, variable
+// filters byte-wise from `raw`.
+int to_kern_spec(const unsigned char *raw, size_t size, KernSpec *k) noexcept
 {
+	struct ibv_flow_spec copy;
+	std::memset(&copy, 0, sizeof(copy));
+	std::memcpy(&copy, raw, size < sizeof(copy) ? size : sizeof(copy));
+	const struct ibv_flow_spec *ib = &copy;
+	auto val_of = [raw](const void *field_in_copy, const struct ibv_flow_spec *base) {
+		return raw + (static_cast<const unsigned char *>(field_in_copy) -
+			      reinterpret_cast<const unsigned char *>(base));
+	};
 	uint32_t type = ib->hdr.type;
 	k->hdr.type = type;
 	k->hdr.reserved = 0;
@@ -94,11 +103,11 @@ int to_kern_spec(const struct ibv_flow_spec *ib, KernSpec *k) noexcept
 	case IBV_FLOW_SPEC_IPV4_EXT:
 		// Sent as an IPv4 spec with the full filter.
 		k->hdr.type = IBV_FLOW_SPEC_IPV4 | (type & kInner);
-		return copy_variable(ib, &ib->ipv4_ext.val, &k->ipv4,
+		return copy_variable(ib, val_of(&ib->ipv4_ext.val, ib), &k->ipv4,
 				     offsetof(struct ib_uverbs_flow_ipv4_filter, flags) +
 					     sizeof(k->ipv4.val.flags));
 	case IBV_FLOW_SPEC_IPV6:
-		return copy_variable(ib, &ib->ipv6.val, &k->ipv6,
+		return copy_variable(ib, val_of(&ib->ipv6.val, ib), &k->ipv6,
 				     offsetof(struct ib_uverbs_flow_ipv6_filter, hop_limit) +
 					     sizeof(k->ipv6.val.hop_limit));
 	case IBV_FLOW_SPEC_TCP:
@@ -106,18 +115,18 @@ int to_kern_spec(const struct ibv_flow_spec *ib, KernSpec *k) noexcept
 		copy_fixed(ib->tcp_udp, &k->tcp_udp);
 		return 0;
 	case IBV_FLOW_SPEC_VXLAN_TUNNEL:
-		return copy_variable(ib, &ib->tunnel.val, &k->tunnel,
+		return copy_variable(ib, val_of(&ib->tunnel.val, ib), &k->tunnel,
 				     offsetof(struct ib_uverbs_flow_tunnel_filter, tunnel_id) +
 					     sizeof(k->tunnel.val.tunnel_id));
 	case IBV_FLOW_SPEC_ESP:
-		return copy_variable(ib, &ib->esp.val, &k->esp,
+		return copy_variable(ib, val_of(&ib->esp.val, ib), &k->esp,
 				     offsetof(struct ib_uverbs_flow_spec_esp_filter, seq) +
 					     sizeof(k->esp.val.seq));
 	case IBV_FLOW_SPEC_GRE:
-		return copy_variable(ib, &ib->gre.val, &k->gre,
+		return copy_variable(ib, val_of(&ib->gre.val, ib), &k->gre,
 				     offsetof(struct ib_uverbs_flow_gre_filter, key) + sizeof(k->gre.val.key));
 	case IBV_FLOW_SPEC_MPLS:
-		return copy_variable(ib, &ib->mpls.val, &k->mpls,
+		return copy_variable(ib, val_of(&ib->mpls.val, ib), &k->mpls,
 				     offsetof(struct ib_uverbs_flow_mpls_filter, label) +
 					     sizeof(k->mpls.val.label));
 	case IBV_FLOW_SPEC_ACTION_TAG:
@@ -181,13 +190,14 @@ int cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id, struct ibv_flow
 	const auto *ib = reinterpret_cast<const unsigned char *>(flow_attr + 1);
 	size_t specs_size = 0;
 	for (unsigned i = 0; i < flow_attr->num_of_specs; ++i) {
-		const auto *spec = reinterpret_cast<const struct ibv_flow_spec *>(ib);
-		if (spec->hdr.size < kIbHdr) {
+		uint16_t spec_size;
+		std::memcpy(&spec_size, ib + offsetof(struct ibv_flow_spec, hdr.size), sizeof(spec_size));
+		if (spec_size < kIbHdr) {
 			std::free(req);
 			return fail(EINVAL);
 		}
 		KernSpec k = {};
-		int err = to_kern_spec(spec, &k);
+		int err = to_kern_spec(ib, spec_size, &k);
 		if (err) {
 			std::free(req);
 			return fail(err);
@@ -195,7 +205,7 @@ int cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id, struct ibv_flow
 		std::memcpy(kern, &k, k.hdr.size);
 		kern += k.hdr.size;
 		specs_size += k.hdr.size;
-		ib += spec->hdr.size;
+		ib += spec_size;
 	}
 	req->core.flow_attr.size = (uint16_t)specs_size;
 

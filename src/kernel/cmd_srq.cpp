@@ -58,6 +58,8 @@ int create_srq(struct ibv_pd *pd, struct verbs_srq *vsrq, struct ibv_srq *srq_in
 
 	srq->pd = pd;
 	srq->context = pd->context;
+	srq->srq_context = attr_ex->srq_context;
+	srq->events_completed = 0;
 	pthread_mutex_init(&srq->mutex, nullptr);
 	pthread_cond_init(&srq->cond, nullptr);
 

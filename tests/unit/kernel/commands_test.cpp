@@ -558,3 +558,142 @@ TEST(BadInput, NullArgumentsAreEinvalNotCrashes)
 	EXPECT_TRUE(k.ioctls.empty());
 	EXPECT_TRUE(k.writes.empty());
 }
+
+TEST(Flow, SpecsAreTranslatedToKernelSpecs)
+{
+	FakeKernel k;
+	FakeContext c(false);
+	struct ibv_qp qp = {};
+	qp.context = c.ctx();
+	qp.handle = 3;
+	struct {
+		struct ibv_flow_attr attr;
+		struct ibv_flow_spec_eth eth;
+		struct ibv_flow_spec_ipv4 ipv4;
+		struct ibv_flow_spec_tcp_udp tcp;
+	} __attribute__((packed)) rule = {};
+	rule.attr.type = IBV_FLOW_ATTR_NORMAL;
+	rule.attr.size = sizeof(rule);
+	rule.attr.num_of_specs = 3;
+	rule.attr.port = 1;
+	rule.eth.type = IBV_FLOW_SPEC_ETH;
+	rule.eth.size = sizeof(rule.eth);
+	rule.eth.val.ether_type = 0x0800;
+	rule.eth.mask.ether_type = 0xffff;
+	rule.ipv4.type = IBV_FLOW_SPEC_IPV4;
+	rule.ipv4.size = sizeof(rule.ipv4);
+	rule.ipv4.val.dst_ip = 0x0a000001;
+	rule.ipv4.mask.dst_ip = 0xffffffff;
+	rule.tcp.type = IBV_FLOW_SPEC_TCP;
+	rule.tcp.size = sizeof(rule.tcp);
+	rule.tcp.val.dst_port = 80;
+	rule.tcp.mask.dst_port = 0xffff;
+	k.on_write = [](const void *buf, size_t) {
+		auto *ex = reinterpret_cast<const struct ib_uverbs_ex_cmd_hdr *>(
+			static_cast<const char *>(buf) + sizeof(struct ib_uverbs_cmd_hdr));
+		reinterpret_cast<struct ib_uverbs_create_flow_resp *>((uintptr_t)ex->response)->flow_handle = 12;
+		return 0;
+	};
+	uint64_t ucmd = 0x77;
+	struct ibv_flow flow = {};
+	ASSERT_EQ(0, ibv_cmd_create_flow(&qp, &flow, &rule.attr, &ucmd, sizeof(ucmd)));
+	EXPECT_EQ(12u, flow.handle);
+	EXPECT_EQ(c.ctx(), flow.context);
+
+	const auto &b = k.writes.at(0).bytes;
+	const size_t head = sizeof(LegacyReqEx<ib_uverbs_create_flow>);
+	const size_t specs = sizeof(struct ib_uverbs_flow_spec_eth) + 24 /* IPv4 addresses only */ +
+			     sizeof(struct ib_uverbs_flow_spec_tcp_udp);
+	ASSERT_EQ(head + specs + sizeof(ucmd), b.size());
+	LegacyReqEx<ib_uverbs_create_flow> h;
+	std::memcpy(&h, b.data(), sizeof(h));
+	EXPECT_EQ(IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_FLOW, h.hdr.command);
+	EXPECT_EQ((sizeof(h.core) + specs) / 8, h.hdr.in_words);
+	EXPECT_EQ(1u, h.ex_hdr.provider_in_words);
+	EXPECT_EQ(3u, h.core.qp_handle);
+	EXPECT_EQ(specs, h.core.flow_attr.size);
+	EXPECT_EQ(3, h.core.flow_attr.num_of_specs);
+	EXPECT_EQ(1, h.core.flow_attr.port);
+
+	struct ib_uverbs_flow_spec_eth eth;
+	std::memcpy(&eth, b.data() + head, sizeof(eth));
+	EXPECT_EQ((uint32_t)IBV_FLOW_SPEC_ETH, eth.type);
+	EXPECT_EQ(sizeof(eth), eth.size);
+	EXPECT_EQ(0x0800, eth.val.ether_type);
+	EXPECT_EQ(0xffff, eth.mask.ether_type);
+	const unsigned char *ip = b.data() + head + sizeof(eth);
+	struct ib_uverbs_flow_spec_hdr iph;
+	std::memcpy(&iph, ip, sizeof(iph));
+	EXPECT_EQ((uint32_t)IBV_FLOW_SPEC_IPV4, iph.type);
+	EXPECT_EQ(24, iph.size);
+	uint32_t dst_val, dst_mask;
+	std::memcpy(&dst_val, ip + 8 + 4, 4);
+	std::memcpy(&dst_mask, ip + 16 + 4, 4);
+	EXPECT_EQ(0x0a000001u, dst_val);
+	EXPECT_EQ(0xffffffffu, dst_mask);
+	struct ib_uverbs_flow_spec_tcp_udp tcp;
+	std::memcpy(&tcp, ip + 24, sizeof(tcp));
+	EXPECT_EQ((uint32_t)IBV_FLOW_SPEC_TCP, tcp.type);
+	EXPECT_EQ(80, tcp.val.dst_port);
+	uint64_t drv;
+	std::memcpy(&drv, b.data() + head + specs, sizeof(drv));
+	EXPECT_EQ(0x77u, drv);
+
+	// An unknown spec type is refused before anything is sent.
+	rule.tcp.type = (enum ibv_flow_spec_type)0x77;
+	EXPECT_EQ(EINVAL, ibv_cmd_create_flow(&qp, &flow, &rule.attr, nullptr, 0));
+	EXPECT_EQ(1u, k.writes.size());
+}
+
+TEST(IoctlOnly, CountersWithAProviderLink)
+{
+	FakeKernel k;
+	FakeContext c;
+	CommandBuffer drv(UVERBS_OBJECT_COUNTERS, UVERBS_METHOD_COUNTERS_CREATE, 1);
+	drv.const_in(0x1000, 9);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		if (auto *h = kt::live_attr(hdr, UVERBS_ATTR_CREATE_COUNTERS_HANDLE))
+			h->data = 8;
+		return 0;
+	};
+	struct verbs_counters vc = {};
+	struct ibv_counters_init_attr init = {};
+	ASSERT_EQ(0, ibv_cmd_create_counters(c.ctx(), &init, &vc, drv.get()));
+	EXPECT_EQ(8u, vc.handle);
+	EXPECT_EQ(c.ctx(), vc.counters.context);
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_OBJECT_COUNTERS, call.hdr().object_id);
+	ASSERT_EQ(2u, call.attrs.size());
+	EXPECT_EQ(0x1000, call.attrs[1].attr_id);
+
+	init.comp_mask = 1;
+	EXPECT_EQ(EOPNOTSUPP, ibv_cmd_create_counters(c.ctx(), &init, &vc, nullptr));
+
+	uint64_t values[3] = {};
+	ASSERT_EQ(0, ibv_cmd_read_counters(&vc, values, 3, IB_UVERBS_READ_COUNTERS_PREFER_CACHED, nullptr));
+	const auto &rd = k.ioctls.back();
+	EXPECT_EQ(UVERBS_METHOD_COUNTERS_READ, rd.hdr().method_id);
+	EXPECT_EQ(24u, rd.find(UVERBS_ATTR_READ_COUNTERS_BUFF)->len);
+	EXPECT_EQ(8u, rd.find(UVERBS_ATTR_READ_COUNTERS_HANDLE)->data);
+
+	// No write equivalent: ENOTTY stays ENOTTY.
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return ENOTTY; };
+	EXPECT_EQ(ENOTTY, ibv_cmd_destroy_counters(&vc));
+	EXPECT_TRUE(k.writes.empty());
+}
+
+TEST(IoctlOnly, DmMrMustBeZeroBased)
+{
+	FakeKernel k;
+	FakeContext c;
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	struct verbs_dm dm = {};
+	struct verbs_mr mr = {};
+	EXPECT_EQ(EINVAL, ibv_cmd_reg_dm_mr(&pd, &dm, 0, 64, IBV_ACCESS_LOCAL_WRITE, &mr, nullptr));
+	EXPECT_TRUE(k.ioctls.empty());
+	ASSERT_EQ(0, ibv_cmd_reg_dm_mr(&pd, &dm, 0, 64, IBV_ACCESS_ZERO_BASED, &mr, nullptr));
+	EXPECT_EQ(UVERBS_METHOD_DM_MR_REG, k.ioctls.at(0).hdr().method_id);
+	EXPECT_EQ(64u, mr.ibv_mr.length);
+	EXPECT_EQ(IBV_MR_TYPE_MR, mr.mr_type);
+}
