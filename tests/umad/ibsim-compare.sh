@@ -9,6 +9,7 @@
 #   TEST = tools (default): ibstat ibnetdiscover smpquery perfquery sminfo
 #                           saquery iblinkinfo ... compared
 #   TEST = nodeinfo PROGRAM: runs PROGRAM (sim_nodeinfo) with our library
+# UMAD_IBSIM_NET selects another topology file (default ibsim.net here).
 # Exit status 0 = pass.  Prints what differs.
 set -u
 ours=$1; work=$2; test=${3:-tools}; prog=${4:-}
@@ -33,7 +34,7 @@ trap stop EXIT INT TERM
 # start_fabric NAME LIBPATH: fresh ibsim and a running opensm (SUBNET UP).
 start_fabric() {
   export IBSIM_SOCKNAME="ovumad$$$1"
-  ibsim -s -n "$here/ibsim.net" > "ibsim-$1.log" 2>&1 &
+  ibsim -s -n "${UMAD_IBSIM_NET:-$here/ibsim.net}" > "ibsim-$1.log" 2>&1 &
   sim_pid=$!
   i=0
   until grep -q "@$IBSIM_SOCKNAME:ctl" /proc/net/unix 2>/dev/null; do
