@@ -7,10 +7,11 @@
 d=$SIW_DEV
 
 ov_run ibv_devinfo-v --expect "hca_id:[[:space:]]*$d" -- ibv_devinfo -v -d "$d"
-for t in ibv_rc_pingpong ibv_srq_pingpong; do
-  ov_xfail_pair "$t" "iWARP connects through rdma_cm only: ibv_modify_qp to RTS fails" \
-    "Failed to modify QP(\[0\])? to RTS" tcp:18515 "$t -d $d -g 0" "$t -d $d -g 0 127.0.0.1"
-done
+why="iWARP connects through rdma_cm only: ibv_modify_qp to RTS fails"
+ov_xfail_pair ibv_rc_pingpong "$why" "Failed to modify QP to RTS" tcp:18515 \
+  "ibv_rc_pingpong -d $d -g 0" "ibv_rc_pingpong -d $d -g 0 127.0.0.1"
+ov_xfail_pair ibv_srq_pingpong "$why" "Failed to modify QP\[0\] to RTS" tcp:18515 \
+  "ibv_srq_pingpong -d $d -g 0 -q 2" "ibv_srq_pingpong -d $d -g 0 -q 2 127.0.0.1"
 for t in ibv_uc_pingpong ibv_ud_pingpong; do
   ov_xfail_pair "$t" "siw has RC QPs only: ibv_create_qp fails" \
     "Couldn't create QP" tcp:18515 "$t -d $d -g 0" "$t -d $d -g 0 127.0.0.1"
