@@ -556,7 +556,7 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 		me.parent = 0;
 		me.length = 0;
 	}
-	me.bound_qpn = me.mw_type == IBV_MW_TYPE_2 ? qp->attr.dest_qp_num : 0;
+	me.bound_qpn = me.mw_type == IBV_MW_TYPE_2 ? qp->qpn : 0; // reachable through this QP only
 	me.kind.store(KEY_MW, std::memory_order_release);
 	mw->mw.rkey = w.bind_rkey;
 	complete_send(qp, w, IBV_WC_SUCCESS, 0);
@@ -666,11 +666,18 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		     (d.owner_pid == my_pid() || qp->remote_pid != d.owner_pid ||
 		      kill(d.owner_pid, 0) == 0 || errno != ESRCH);
 	uint32_t want = qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : qp->type;
+	// A responder that is gone, in error or not connected to us never
+	// acknowledges: the requester retries (timeout, retry_cnt) and then
+	// reports retry-exceeded, as an HCA would.
+	auto gone = [&]() {
+		return rc ? retry_later(qp, w, false, 0)
+			  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	};
 	if (!alive || d.qp_type != want)
-		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		return gone();
 	uint32_t dstate = d.state.load(std::memory_order_acquire);
 	if (dstate == IBV_QPS_ERR)
-		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		return gone();
 	if (dstate != IBV_QPS_RTR && dstate != IBV_QPS_RTS && dstate != IBV_QPS_SQD &&
 	    dstate != IBV_QPS_SQE) {
 		// Responder not ready: its HCA would drop the packets; we retry.
@@ -681,7 +688,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		return retry_later(qp, w, false, 0);
 	}
 	if (qp->type == IBV_QPT_RC && d.dest_qpn != qp->qpn)
-		return fail(IBV_WC_RETRY_EXC_ERR); // not connected to us: packets dropped
+		return gone(); // not connected to us: its HCA drops our packets
 
 	SrqEntry *xsrq = nullptr;
 	if (qp->type == IBV_QPT_XRC_SEND) {
@@ -739,8 +746,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			}
 			return retry_later(qp, w, true, d.min_rnr_timer);
 		case DV_GONE:
-			return rc ? fail(IBV_WC_RETRY_EXC_ERR)
-				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+			return gone();
 		case DV_LEN_ERR:
 			return rc ? fail(IBV_WC_REM_INV_REQ_ERR)
 				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
@@ -782,8 +788,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			struct iovec rv = {reinterpret_cast<void *>(va), src.len};
 			int e = move_bytes(d.owner_pid, src.v, src.n, &rv, 1, true);
 			if (e == ESRCH)
-				return rc ? fail(IBV_WC_RETRY_EXC_ERR)
-					  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+				return gone();
 			if (e)
 				return rc ? fail(IBV_WC_REM_ACCESS_ERR)
 					  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
@@ -797,7 +802,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			m.wc_flags = IBV_WC_WITH_IMM;
 			DeliverResult r = deliver(seg, d, dqpn, xsrq, m, rc);
 			if (r == DV_GONE && rc)
-				return fail(IBV_WC_RETRY_EXC_ERR);
+				return gone();
 			if (r == DV_NO_WQE && rc)
 				return retry_later(qp, w, true, d.min_rnr_timer);
 		}
@@ -819,7 +824,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			struct iovec rv = {reinterpret_cast<void *>(va), dst.len};
 			int e = move_bytes(d.owner_pid, dst.v, dst.n, &rv, 1, false);
 			if (e == ESRCH)
-				return fail(IBV_WC_RETRY_EXC_ERR);
+				return gone();
 			if (e)
 				return fail(IBV_WC_REM_ACCESS_ERR);
 		}
@@ -856,7 +861,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		}
 		shm_unlock(&seg->hdr->atomic_lock);
 		if (e == ESRCH)
-			return fail(IBV_WC_RETRY_EXC_ERR);
+			return gone();
 		if (e)
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		struct iovec ov = {&old, 8};

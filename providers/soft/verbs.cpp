@@ -131,14 +131,19 @@ static void *progress_main(void *arg)
 	auto *ctx = static_cast<SoftContext *>(arg);
 	uint64_t last_watch = 0, last_reap = now_ns();
 	while (!ctx->stop.load()) {
-		bool waiting = false;
 		uint64_t now = now_ns();
+		uint64_t next_due = now + 20000000ull;
 		pthread_mutex_lock(&ctx->lock);
 		for (SoftQp *qp = ctx->qps; qp; qp = qp->next) {
 			if (qp->sq_count) {
 				progress_qp(qp, false);
-				if (qp->sq_count)
-					waiting = true;
+				if (qp->sq_count) {
+					uint64_t due = qp->sq[qp->sq_head].due_ns;
+					if (!due)
+						due = now + 20000ull;
+					if (due < next_due)
+						next_due = due;
+				}
 			}
 		}
 		if (now - last_watch > 20000000ull) {
@@ -152,7 +157,8 @@ static void *progress_main(void *arg)
 		}
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t wait_ns = waiting ? 20000ull : 20000000ull;
+		uint64_t after = now_ns();
+		uint64_t wait_ns = next_due > after ? next_due - after : 1000ull;
 		ts.tv_nsec += long(wait_ns);
 		while (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
@@ -708,7 +714,12 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	cq->chan_wfd = -1;
 	cq->ex = ex;
 	pthread_mutex_init(&cq->poll_lock, nullptr);
-	verbs_init_cq(&cq->vcq.cq, &ctx->vctx.context, channel, nullptr);
+	// The library's create_cq / create_cq_ex wrappers finish the public
+	// fields (and count the channel reference); set what they rely on.
+	cq->vcq.cq.context = &ctx->vctx.context;
+	cq->vcq.cq.channel = channel;
+	pthread_mutex_init(&cq->vcq.cq.mutex, nullptr);
+	pthread_cond_init(&cq->vcq.cq.cond, nullptr);
 	cq->vcq.cq.cqe = int(cap);
 	cq->vcq.cq.handle = slot;
 	return cq;

@@ -1,0 +1,1408 @@
+// Tests of the software RDMA device (providers/soft) through our real
+// libibverbs.so.1: device attributes, every verb the device implements and
+// their error paths, multi-process transfers with peers started by
+// fork+exec, a killed peer, and damaged shared state.
+//
+// The suite runs with RDMAV_SOFT_DEVICES=8 (set by ctest; main() sets it too).
+#include <infiniband/verbs.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+std::string g_self; // path of this executable (peers are exec'ed from it)
+
+ibv_context *open_soft(int index = 0)
+{
+	int n = 0;
+	ibv_device **list = ibv_get_device_list(&n);
+	if (!list)
+		return nullptr;
+	ibv_context *ctx = nullptr;
+	std::string want = "soft" + std::to_string(index);
+	for (int i = 0; i < n; i++)
+		if (want == ibv_get_device_name(list[i]))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+// Polls until one completion arrives (or about 5 s pass).
+bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
+{
+	for (int i = 0; i < ms * 10; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n == 1)
+			return true;
+		if (n < 0)
+			return false;
+		usleep(100);
+	}
+	return false;
+}
+
+int to_init(ibv_qp *qp, int access)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (qp->qp_type == IBV_QPT_UD) {
+		a.qkey = 0x11111111;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = access;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+int to_rtr(ibv_qp *qp, uint32_t dest, uint8_t rnr_timer = 1)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_RTR;
+	int mask = IBV_QP_STATE;
+	if (qp->qp_type != IBV_QPT_UD) {
+		a.path_mtu = IBV_MTU_4096;
+		a.dest_qp_num = dest;
+		a.rq_psn = 0;
+		a.ah_attr.dlid = 1;
+		a.ah_attr.port_num = 1;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (qp->qp_type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = 4;
+			a.min_rnr_timer = rnr_timer;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+int to_rts(ibv_qp *qp, uint8_t rnr_retry = 7, uint8_t retry = 7)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (qp->qp_type == IBV_QPT_RC) {
+		a.timeout = 10;
+		a.retry_cnt = retry;
+		a.rnr_retry = rnr_retry;
+		a.max_rd_atomic = 4;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+const int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+// One context with a PD, two CQs and two connected QPs (a talks to b).
+struct Loop : public ::testing::Test {
+	ibv_context *ctx = nullptr;
+	ibv_pd *pd = nullptr;
+	ibv_cq *cqa = nullptr, *cqb = nullptr;
+	ibv_qp *a = nullptr, *b = nullptr;
+	std::vector<char> bufa = std::vector<char>(1 << 16), bufb = std::vector<char>(1 << 16);
+	ibv_mr *mra = nullptr, *mrb = nullptr;
+
+	void SetUp() override
+	{
+		ctx = open_soft();
+		ASSERT_NE(ctx, nullptr) << strerror(errno);
+		pd = ibv_alloc_pd(ctx);
+		ASSERT_NE(pd, nullptr);
+		cqa = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+		cqb = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+		ASSERT_TRUE(cqa && cqb);
+		mra = ibv_reg_mr(pd, bufa.data(), bufa.size(), kAllAccess);
+		mrb = ibv_reg_mr(pd, bufb.data(), bufb.size(), kAllAccess);
+		ASSERT_TRUE(mra && mrb);
+	}
+
+	ibv_qp *make_qp(ibv_qp_type t, ibv_cq *cq, ibv_srq *srq = nullptr, uint32_t inl = 0)
+	{
+		ibv_qp_init_attr ia = {};
+		ia.send_cq = cq;
+		ia.recv_cq = cq;
+		ia.srq = srq;
+		ia.qp_type = t;
+		ia.cap.max_send_wr = 32;
+		ia.cap.max_recv_wr = 32;
+		ia.cap.max_send_sge = 4;
+		ia.cap.max_recv_sge = 4;
+		ia.cap.max_inline_data = inl;
+		return ibv_create_qp(pd, &ia);
+	}
+
+	void connect(ibv_qp_type t = IBV_QPT_RC, int access = kAllAccess, uint8_t rnr_retry = 7)
+	{
+		a = make_qp(t, cqa, nullptr, 64);
+		b = make_qp(t, cqb, nullptr, 64);
+		ASSERT_TRUE(a && b);
+		ASSERT_EQ(to_init(a, access), 0);
+		ASSERT_EQ(to_init(b, access), 0);
+		ASSERT_EQ(to_rtr(a, b->qp_num), 0);
+		ASSERT_EQ(to_rtr(b, a->qp_num), 0);
+		ASSERT_EQ(to_rts(a, rnr_retry), 0);
+		ASSERT_EQ(to_rts(b, rnr_retry), 0);
+	}
+
+	int post_recv(ibv_qp *qp, ibv_mr *mr, char *buf, uint32_t len, uint64_t id = 7)
+	{
+		ibv_sge s = {uintptr_t(buf), len, mr->lkey};
+		ibv_recv_wr wr = {}, *bad;
+		wr.wr_id = id;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		return ibv_post_recv(qp, &wr, &bad);
+	}
+
+	int post(ibv_qp *qp, ibv_wr_opcode op, char *buf, uint32_t len, uint32_t lkey,
+		 uint64_t raddr = 0, uint32_t rkey = 0, unsigned flags = IBV_SEND_SIGNALED)
+	{
+		ibv_sge s = {uintptr_t(buf), len, lkey};
+		ibv_send_wr wr = {}, *bad;
+		wr.wr_id = 99;
+		wr.opcode = op;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.send_flags = flags;
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+		wr.imm_data = htonl(0x1234);
+		return ibv_post_send(qp, &wr, &bad);
+	}
+
+	void TearDown() override
+	{
+		if (a)
+			ibv_destroy_qp(a);
+		if (b)
+			ibv_destroy_qp(b);
+		if (mra)
+			ibv_dereg_mr(mra);
+		if (mrb)
+			ibv_dereg_mr(mrb);
+		if (cqa)
+			ibv_destroy_cq(cqa);
+		if (cqb)
+			ibv_destroy_cq(cqb);
+		if (pd)
+			ibv_dealloc_pd(pd);
+		if (ctx)
+			ibv_close_device(ctx);
+	}
+};
+
+// ------------------------------------------------------------------ device
+
+TEST(SoftDevice, ListedOnlyWhenEnabledAndAttributesAreSane)
+{
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	ibv_device_attr da;
+	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+	EXPECT_EQ(da.phys_port_cnt, 1);
+	EXPECT_NE(std::string(da.fw_ver).find("soft"), std::string::npos);
+	EXPECT_GT(da.max_qp, 0);
+	EXPECT_GT(da.max_qp_wr, 0);
+	EXPECT_EQ(da.atomic_cap, IBV_ATOMIC_GLOB);
+	EXPECT_NE(da.node_guid, 0u);
+	ibv_port_attr pa;
+	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+	EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+	EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_INFINIBAND);
+	EXPECT_EQ(pa.lid, 1);
+	EXPECT_EQ(ibv_query_port(ctx, 2, &pa), EINVAL);
+	ibv_close_device(ctx);
+}
+
+TEST(SoftDevice, GuidsAreStableAcrossOpens)
+{
+	ibv_context *c1 = open_soft(0), *c2 = open_soft(0), *c3 = open_soft(1);
+	ASSERT_TRUE(c1 && c2 && c3);
+	ibv_device_attr a1, a2, a3;
+	ASSERT_EQ(ibv_query_device(c1, &a1), 0);
+	ASSERT_EQ(ibv_query_device(c2, &a2), 0);
+	ASSERT_EQ(ibv_query_device(c3, &a3), 0);
+	EXPECT_EQ(a1.node_guid, a2.node_guid);
+	EXPECT_NE(a1.node_guid, a3.node_guid);
+	ibv_port_attr p3;
+	ASSERT_EQ(ibv_query_port(c3, 1, &p3), 0);
+	EXPECT_EQ(p3.lid, 2);
+	ibv_close_device(c1);
+	ibv_close_device(c2);
+	ibv_close_device(c3);
+}
+
+TEST(SoftDevice, PortActiveEventAtOpen)
+{
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	pollfd p = {ctx->async_fd, POLLIN, 0};
+	ASSERT_EQ(poll(&p, 1, 2000), 1);
+	ibv_async_event ev;
+	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+	EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE);
+	EXPECT_EQ(ev.element.port_num, 1);
+	ibv_ack_async_event(&ev);
+	ibv_close_device(ctx);
+}
+
+// ------------------------------------------------------------------ MR / PD
+
+TEST_F(Loop, RegMrChecksAccessLengthAndMapping)
+{
+	char buf[64];
+	errno = 0;
+	EXPECT_EQ(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	EXPECT_EQ(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_ATOMIC), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	EXPECT_EQ(ibv_reg_mr(pd, buf, 0, 0), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	void *hole = mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(hole, MAP_FAILED);
+	munmap(hole, 8192);
+	EXPECT_EQ(ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
+	EXPECT_EQ(errno, EFAULT);
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	EXPECT_EQ(mr->lkey, mr->rkey);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+// ------------------------------------------------------------------ QP state machine
+
+TEST_F(Loop, ModifyQpEnforcesTransitionsAndMasks)
+{
+	ibv_qp *qp = make_qp(IBV_QPT_RC, cqa);
+	ASSERT_NE(qp, nullptr);
+	ibv_qp_attr at = {};
+	at.qp_state = IBV_QPS_RTR;
+	EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), EINVAL); // RESET -> RTR
+	at.qp_state = IBV_QPS_INIT;
+	EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), EINVAL); // missing PKEY/PORT/ACCESS
+	at.port_num = 2;
+	EXPECT_EQ(ibv_modify_qp(qp, &at,
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+		  EINVAL); // bad port
+	ASSERT_EQ(to_init(qp, 0), 0);
+	at = {};
+	at.qp_state = IBV_QPS_RTR;
+	at.path_mtu = IBV_MTU_1024;
+	EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PATH_MTU), EINVAL);
+	// An attribute that does not belong to INIT->RTR.
+	at.dest_qp_num = qp->qp_num;
+	at.ah_attr.port_num = 1;
+	at.max_dest_rd_atomic = 1;
+	at.min_rnr_timer = 1;
+	at.sq_psn = 1;
+	EXPECT_EQ(ibv_modify_qp(qp, &at,
+				IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN),
+		  EINVAL);
+	ASSERT_EQ(to_rtr(qp, qp->qp_num), 0);
+	EXPECT_EQ(qp->state, IBV_QPS_RTR);
+	ibv_qp_attr q;
+	ibv_qp_init_attr qi;
+	ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_STATE, &qi), 0);
+	EXPECT_EQ(q.qp_state, IBV_QPS_RTR);
+	EXPECT_EQ(q.dest_qp_num, qp->qp_num);
+	// Sending before RTS is refused.
+	EXPECT_EQ(post(qp, IBV_WR_SEND, bufa.data(), 4, mra->lkey), EINVAL);
+	at = {};
+	at.qp_state = IBV_QPS_RESET;
+	EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), 0);
+	EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(Loop, CreateQpLimits)
+{
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cqa;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 1 << 30;
+	errno = 0;
+	EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	ia.cap.max_send_wr = 1;
+	ia.cap.max_send_sge = 1000;
+	EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_inline_data = 1 << 20;
+	EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+	ia.cap.max_inline_data = 0;
+	ia.qp_type = IBV_QPT_RAW_PACKET;
+	EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// ------------------------------------------------------------------ data path
+
+TEST_F(Loop, SendRecvWithImmediateAndInline)
+{
+	connect();
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128), 0);
+	memcpy(bufa.data(), "hello, soft", 12);
+	ASSERT_EQ(post(a, IBV_WR_SEND_WITH_IMM, bufa.data(), 12, mra->lkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+	EXPECT_EQ(wc.byte_len, 12u);
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+	EXPECT_EQ(ntohl(wc.imm_data), 0x1234u);
+	EXPECT_EQ(wc.src_qp, a->qp_num);
+	EXPECT_STREQ(bufb.data(), "hello, soft");
+	// Inline: the buffer is read at post time, no lkey needed.
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128), 0);
+	char tmp[8] = "inline!";
+	ASSERT_EQ(post(a, IBV_WR_SEND, tmp, 8, 0, 0, 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+	memset(tmp, 0, sizeof(tmp));
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(bufb.data(), "inline!");
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	// Inline data beyond max_inline_data is refused at post time.
+	static char big[4096];
+	EXPECT_EQ(post(a, IBV_WR_SEND, big, sizeof(big), 0, 0, 0, IBV_SEND_INLINE), EINVAL);
+}
+
+TEST_F(Loop, UnsignaledSendsCompleteSilently)
+{
+	connect();
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128, i), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey, 0, 0, 0), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey, 0, 0, 0), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ibv_wc wc[4];
+	ASSERT_TRUE(poll_one(cqa, wc));
+	usleep(10000);
+	EXPECT_EQ(ibv_poll_cq(cqa, 4, wc), 0); // only the signaled one
+	int got = 0;
+	for (int i = 0; i < 100 && got < 3; i++) {
+		got += ibv_poll_cq(cqb, 4 - got, wc + got);
+		usleep(1000);
+	}
+	ASSERT_EQ(got, 3);
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(wc[i].wr_id, uint64_t(i)); // in order
+}
+
+TEST_F(Loop, RdmaWriteReadAndWriteWithImm)
+{
+	connect();
+	memcpy(bufa.data(), "written", 8);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(bufb.data() + 100),
+		       mrb->rkey),
+		  0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+	EXPECT_STREQ(bufb.data() + 100, "written");
+	memcpy(bufb.data() + 200, "readme", 7);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data() + 300, 7, mra->lkey,
+		       uintptr_t(bufb.data() + 200), mrb->rkey),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_RDMA_READ);
+	EXPECT_STREQ(bufa.data() + 300, "readme");
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 0), 0);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE_WITH_IMM, bufa.data(), 8, mra->lkey,
+		       uintptr_t(bufb.data() + 400), mrb->rkey),
+		  0);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	EXPECT_EQ(wc.byte_len, 8u);
+	EXPECT_EQ(ntohl(wc.imm_data), 0x1234u);
+	EXPECT_STREQ(bufb.data() + 400, "written");
+}
+
+TEST_F(Loop, AtomicsCompareSwapAndFetchAdd)
+{
+	connect();
+	auto *target = reinterpret_cast<uint64_t *>(bufb.data() + 64);
+	*target = 5;
+	ibv_sge s = {uintptr_t(bufa.data()), 8, mra->lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = uintptr_t(target);
+	wr.wr.atomic.rkey = mrb->rkey;
+	wr.wr.atomic.compare_add = 10;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_FETCH_ADD);
+	EXPECT_EQ(*reinterpret_cast<uint64_t *>(bufa.data()), 5u);
+	EXPECT_EQ(*target, 15u);
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 15;
+	wr.wr.atomic.swap = 77;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(*target, 77u);
+	// Misaligned target: invalid request, nothing changes.
+	wr.wr.atomic.remote_addr = uintptr_t(target) + 1;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+	EXPECT_EQ(*target, 77u);
+}
+
+TEST_F(Loop, BadRkeyOutOfBoundsAndMissingRightLeaveTargetUntouched)
+{
+	struct Case {
+		uint64_t off;
+		uint32_t len;
+		bool badkey;
+	} cases[] = {{0, 8, true}, {uint64_t(1 << 16) - 4, 8, false}};
+	for (auto c : cases) {
+		SCOPED_TRACE(c.off);
+		connect();
+		memset(bufb.data(), 'x', bufb.size());
+		memset(bufa.data(), 'A', 64);
+		uint32_t rkey = c.badkey ? mrb->rkey ^ 0x100 : mrb->rkey;
+		ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), c.len, mra->lkey,
+			       uintptr_t(bufb.data() + c.off), rkey),
+			  0);
+		ibv_wc wc;
+		ASSERT_TRUE(poll_one(cqa, &wc));
+		EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+		EXPECT_EQ(std::string(bufb.data(), 16), std::string(16, 'x'));
+		EXPECT_EQ(bufb[bufb.size() - 1], 'x');
+		ibv_qp_attr q;
+		ibv_qp_init_attr qi;
+		ASSERT_EQ(ibv_query_qp(a, &q, IBV_QP_STATE, &qi), 0);
+		EXPECT_EQ(q.qp_state, IBV_QPS_ERR);
+		ibv_destroy_qp(a);
+		ibv_destroy_qp(b);
+		a = b = nullptr;
+	}
+	// Missing right: region without remote write.
+	connect();
+	ibv_mr *ro = ibv_reg_mr(pd, bufb.data() + 1024, 1024, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(ro, nullptr);
+	memset(bufb.data() + 1024, 'y', 16);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(bufb.data() + 1024),
+		       ro->rkey),
+		  0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(std::string(bufb.data() + 1024, 8), std::string(8, 'y'));
+	ibv_dereg_mr(ro);
+}
+
+TEST_F(Loop, QpAccessFlagsAreEnforced)
+{
+	connect(IBV_QPT_RC, IBV_ACCESS_REMOTE_READ); // responder allows reads only
+	memset(bufb.data(), 'z', 8);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(bufb.data()),
+		       mrb->rkey),
+		  0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(bufb[0], 'z');
+}
+
+TEST_F(Loop, LocalProtectionAndLengthErrors)
+{
+	connect();
+	ibv_wc wc;
+	// Bad lkey.
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 8, mra->lkey + 0x100), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	a = b = nullptr;
+	// Receive buffer too small: receiver LOC_LEN_ERR, sender REM_INV_REQ_ERR.
+	connect();
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 4), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 64, mra->lkey), 0);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	a = b = nullptr;
+	// RDMA read into a region without local write.
+	connect();
+	ibv_mr *ro = ibv_reg_mr(pd, bufa.data() + 4096, 4096, 0);
+	ASSERT_NE(ro, nullptr);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data() + 4096, 8, ro->lkey, uintptr_t(bufb.data()),
+		       mrb->rkey),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	ibv_dereg_mr(ro);
+}
+
+TEST_F(Loop, ErrorStateFlushesOutstandingWork)
+{
+	connect();
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 100 + i), 0);
+	ibv_qp_attr at = {};
+	at.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);
+	ibv_wc wc[8];
+	int got = 0;
+	for (int i = 0; i < 100 && got < 4; i++)
+		got += ibv_poll_cq(cqb, 8 - got, wc + got);
+	ASSERT_EQ(got, 4);
+	for (int i = 0; i < 4; i++) {
+		EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+		EXPECT_EQ(wc[i].wr_id, uint64_t(100 + i));
+	}
+	// Posting on a QP in error completes with a flush error too.
+	ASSERT_EQ(post(b, IBV_WR_SEND, bufb.data(), 4, mrb->lkey), 0);
+	ASSERT_TRUE(poll_one(cqb, wc));
+	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	// The peer now gets retry-exceeded.
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ASSERT_TRUE(poll_one(cqa, wc));
+	EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
+TEST_F(Loop, RnrRetryExceededAndRnrRecovery)
+{
+	connect(IBV_QPT_RC, kAllAccess, 0); // no RNR retries
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	a = b = nullptr;
+	connect(IBV_QPT_RC, kAllAccess, 7); // retry for ever
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	usleep(20000);
+	EXPECT_EQ(ibv_poll_cq(cqa, 1, &wc), 0); // still waiting for a receive
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
+TEST_F(Loop, UnreliableConnectedDropsWithoutReceive)
+{
+	connect(IBV_QPT_UC);
+	ibv_wc wc;
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS); // dropped silently
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	memcpy(bufa.data(), "uc", 3);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 3, mra->lkey), 0);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(bufb.data(), "uc");
+	// UC has no RDMA read.
+	EXPECT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data(), 3, mra->lkey, 0, 0), EINVAL);
+}
+
+TEST_F(Loop, UdWithAddressHandleAndGrhSpace)
+{
+	a = make_qp(IBV_QPT_UD, cqa);
+	b = make_qp(IBV_QPT_UD, cqb);
+	ASSERT_TRUE(a && b);
+	for (ibv_qp *q : {a, b}) {
+		ASSERT_EQ(to_init(q, 0), 0);
+		ASSERT_EQ(to_rtr(q, 0), 0);
+		ASSERT_EQ(to_rts(q), 0);
+	}
+	ibv_ah_attr aa = {};
+	aa.dlid = 1;
+	aa.port_num = 1;
+	ibv_ah *ah = ibv_create_ah(pd, &aa);
+	ASSERT_NE(ah, nullptr);
+	aa.port_num = 3;
+	EXPECT_EQ(ibv_create_ah(pd, &aa), nullptr);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 40 + 64), 0);
+	memcpy(bufa.data(), "datagram", 9);
+	ibv_sge s = {uintptr_t(bufa.data()), 9, mra->lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = b->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.byte_len, 40u + 9u);
+	EXPECT_EQ(wc.src_qp, a->qp_num);
+	EXPECT_STREQ(bufb.data() + 40, "datagram");
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	// Wrong Q_Key: dropped.
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 40 + 64), 0);
+	wr.wr.ud.remote_qkey = 0x22;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	usleep(10000);
+	EXPECT_EQ(ibv_poll_cq(cqb, 1, &wc), 0);
+	// Larger than the MTU: local length error.
+	static char big[8192];
+	ibv_mr *bmr = ibv_reg_mr(pd, big, sizeof(big), IBV_ACCESS_LOCAL_WRITE);
+	ibv_sge bs = {uintptr_t(big), sizeof(big), bmr->lkey};
+	wr.sg_list = &bs;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+	ibv_dereg_mr(bmr);
+	ibv_destroy_ah(ah);
+}
+
+TEST_F(Loop, UdMulticast)
+{
+	a = make_qp(IBV_QPT_UD, cqa);
+	b = make_qp(IBV_QPT_UD, cqb);
+	ASSERT_TRUE(a && b);
+	for (ibv_qp *q : {a, b}) {
+		ASSERT_EQ(to_init(q, 0), 0);
+		ASSERT_EQ(to_rtr(q, 0), 0);
+		ASSERT_EQ(to_rts(q), 0);
+	}
+	ibv_gid mgid = {};
+	mgid.raw[0] = 0xff;
+	mgid.raw[1] = 0x12;
+	mgid.raw[15] = 1;
+	ASSERT_EQ(ibv_attach_mcast(b, &mgid, 0xc001), 0);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 40 + 64), 0);
+	ibv_ah_attr aa = {};
+	aa.dlid = 0xc001;
+	aa.port_num = 1;
+	aa.is_global = 1;
+	aa.grh.dgid = mgid;
+	ibv_ah *ah = ibv_create_ah(pd, &aa);
+	ASSERT_NE(ah, nullptr);
+	ibv_sge s = {uintptr_t(bufa.data()), 5, mra->lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = 0xffffff;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+	EXPECT_EQ(ibv_detach_mcast(b, &mgid, 0xc001), 0);
+	ibv_destroy_ah(ah);
+}
+
+TEST_F(Loop, SrqAndLimitEvent)
+{
+	ibv_srq_init_attr sa = {};
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	ibv_srq *srq = ibv_create_srq(pd, &sa);
+	ASSERT_NE(srq, nullptr);
+	sa.attr.max_wr = 1 << 30;
+	EXPECT_EQ(ibv_create_srq(pd, &sa), nullptr);
+	a = make_qp(IBV_QPT_RC, cqa);
+	b = make_qp(IBV_QPT_RC, cqb, srq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(to_init(a, kAllAccess), 0);
+	ASSERT_EQ(to_init(b, kAllAccess), 0);
+	ASSERT_EQ(to_rtr(a, b->qp_num), 0);
+	ASSERT_EQ(to_rtr(b, a->qp_num), 0);
+	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_EQ(to_rts(b), 0);
+	// Receives go to the SRQ, not the QP.
+	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64), EINVAL);
+	for (int i = 0; i < 4; i++) {
+		ibv_sge s = {uintptr_t(bufb.data() + 64 * i), 64, mrb->lkey};
+		ibv_recv_wr wr = {}, *bad;
+		wr.wr_id = i;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+	}
+	ibv_srq_attr at = {};
+	at.srq_limit = 3;
+	ASSERT_EQ(ibv_modify_srq(srq, &at, IBV_SRQ_LIMIT), 0);
+	at.srq_limit = 1000;
+	EXPECT_EQ(ibv_modify_srq(srq, &at, IBV_SRQ_LIMIT), EINVAL);
+	// Drain the port-active event first.
+	ibv_async_event ev;
+	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+	ibv_ack_async_event(&ev);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.qp_num, b->qp_num);
+	pollfd p = {ctx->async_fd, POLLIN, 0};
+	ASSERT_EQ(poll(&p, 1, 2000), 1);
+	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+	EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	EXPECT_EQ(ev.element.srq, srq);
+	ibv_ack_async_event(&ev);
+	ibv_srq_attr q;
+	ASSERT_EQ(ibv_query_srq(srq, &q), 0);
+	EXPECT_EQ(q.srq_limit, 0u); // disarmed
+	// An SRQ in use cannot be destroyed.
+	EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
+	// QP to error with an SRQ: last WQE reached.
+	ibv_qp_attr e = {};
+	e.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(b, &e, IBV_QP_STATE), 0);
+	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+	EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+	EXPECT_EQ(ev.element.qp, b);
+	ibv_ack_async_event(&ev);
+	ibv_destroy_qp(b);
+	b = nullptr;
+	EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+TEST_F(Loop, CompletionChannelWorksWithPollAndEpoll)
+{
+	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	ASSERT_NE(ch, nullptr);
+	ibv_cq *cq = ibv_create_cq(ctx, 16, this, ch, 0);
+	ASSERT_NE(cq, nullptr);
+	ibv_destroy_cq(cqb);
+	cqb = cq;
+	connect();
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_event ee = {};
+	ee.events = EPOLLIN;
+	ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ee), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ASSERT_EQ(epoll_wait(ep, &ee, 1, 2000), 1);
+	close(ep);
+	ibv_cq *ecq;
+	void *ectx;
+	ASSERT_EQ(ibv_get_cq_event(ch, &ecq, &ectx), 0);
+	EXPECT_EQ(ecq, cq);
+	EXPECT_EQ(ectx, this);
+	ibv_ack_cq_events(cq, 1);
+	ibv_wc wc;
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1);
+	// Not armed: no event.
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	pollfd p = {ch->fd, POLLIN, 0};
+	EXPECT_EQ(poll(&p, 1, 100), 0);
+	ibv_destroy_qp(b);
+	b = nullptr;
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	cqb = nullptr;
+	EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+TEST_F(Loop, CqExStartPollAndQpExWrApi)
+{
+	ibv_cq_init_attr_ex ca = {};
+	ca.cqe = 16;
+	ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+	ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &ca);
+	ASSERT_NE(cx, nullptr);
+	ibv_qp_init_attr_ex qa = {};
+	qa.qp_type = IBV_QPT_RC;
+	qa.send_cq = ibv_cq_ex_to_cq(cx);
+	qa.recv_cq = cqb;
+	qa.cap.max_send_wr = 8;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_wr = 8;
+	qa.cap.max_recv_sge = 1;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qa.pd = pd;
+	qa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+	a = ibv_create_qp_ex(ctx, &qa);
+	ASSERT_NE(a, nullptr);
+	b = make_qp(IBV_QPT_RC, cqb);
+	ASSERT_EQ(to_init(a, kAllAccess), 0);
+	ASSERT_EQ(to_init(b, kAllAccess), 0);
+	ASSERT_EQ(to_rtr(a, b->qp_num), 0);
+	ASSERT_EQ(to_rtr(b, a->qp_num), 0);
+	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_EQ(to_rts(b), 0);
+	ibv_qp_ex *qx = ibv_qp_to_qp_ex(a);
+	ASSERT_NE(qx, nullptr);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	memcpy(bufa.data(), "wr-api", 7);
+	ibv_wr_start(qx);
+	qx->wr_id = 5;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, mrb->rkey, uintptr_t(bufb.data() + 512));
+	ibv_wr_set_sge(qx, mra->lkey, uintptr_t(bufa.data()), 7);
+	qx->wr_id = 6;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, mra->lkey, uintptr_t(bufa.data()), 7);
+	ASSERT_EQ(ibv_wr_complete(qx), 0);
+	ibv_poll_cq_attr pa = {};
+	int rc = ENOENT;
+	for (int i = 0; i < 1000 && rc == ENOENT; i++)
+		rc = ibv_start_poll(cx, &pa);
+	ASSERT_EQ(rc, 0);
+	EXPECT_EQ(cx->wr_id, 5u);
+	EXPECT_EQ(cx->status, IBV_WC_SUCCESS);
+	EXPECT_EQ(ibv_wc_read_opcode(cx), IBV_WC_RDMA_WRITE);
+	EXPECT_EQ(ibv_wc_read_qp_num(cx), a->qp_num);
+	ASSERT_EQ(ibv_next_poll(cx), 0);
+	EXPECT_EQ(cx->wr_id, 6u);
+	EXPECT_EQ(ibv_wc_read_opcode(cx), IBV_WC_SEND);
+	EXPECT_EQ(ibv_next_poll(cx), ENOENT);
+	ibv_end_poll(cx);
+	EXPECT_STREQ(bufb.data() + 512, "wr-api");
+	// Too many SGEs: the batch fails and nothing is posted.
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_sge two[2] = {{uintptr_t(bufa.data()), 1, mra->lkey}, {uintptr_t(bufa.data()), 1, mra->lkey}};
+	ibv_wr_set_sge_list(qx, 2, two);
+	EXPECT_EQ(ibv_wr_complete(qx), EINVAL);
+	ibv_destroy_qp(a);
+	a = nullptr;
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cx));
+	// Unsupported completion fields are refused.
+	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	EXPECT_EQ(ibv_create_cq_ex(ctx, &ca), nullptr);
+}
+
+TEST_F(Loop, MemoryWindowsType1And2)
+{
+	connect();
+	ibv_mr *mr = ibv_reg_mr(pd, bufb.data(), 4096,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	ASSERT_NE(mr, nullptr);
+	ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	ASSERT_NE(mw1, nullptr);
+	ibv_mw_bind bind = {};
+	bind.wr_id = 1;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = mr;
+	bind.bind_info.addr = uintptr_t(bufb.data() + 1024);
+	bind.bind_info.length = 256;
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	uint32_t old = mw1->rkey;
+	ASSERT_EQ(ibv_bind_mw(b, mw1, &bind), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, IBV_WC_BIND_MW);
+	EXPECT_NE(mw1->rkey, old);
+	memcpy(bufa.data(), "via-mw", 7);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 7, mra->lkey, uintptr_t(bufb.data() + 1024),
+		       mw1->rkey),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(bufb.data() + 1024, "via-mw");
+	// Outside the window.
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 7, mra->lkey, uintptr_t(bufb.data() + 2048),
+		       mw1->rkey),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	a = b = nullptr;
+	// Type 2: bound through a work request, invalidated locally.
+	connect();
+	ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	ASSERT_NE(mw2, nullptr);
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	wr.bind_mw.bind_info = bind.bind_info;
+	ASSERT_EQ(ibv_post_send(b, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	uint32_t rkey2 = wr.bind_mw.rkey;
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 7, mra->lkey, uintptr_t(bufb.data() + 1024),
+		       rkey2),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	wr = {};
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.invalidate_rkey = rkey2;
+	ASSERT_EQ(ibv_post_send(b, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 7, mra->lkey, uintptr_t(bufb.data() + 1024),
+		       rkey2),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(ibv_dealloc_mw(mw1), 0);
+	EXPECT_EQ(ibv_dealloc_mw(mw2), 0);
+	ibv_dereg_mr(mr);
+}
+
+TEST_F(Loop, XrcDomainSemanticsAndXrcSend)
+{
+	char path[] = "/tmp/ovsoft-xrcd-XXXXXX";
+	int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	ibv_xrcd_init_attr xa = {};
+	xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	xa.fd = fd;
+	xa.oflags = 0;
+	errno = 0;
+	EXPECT_EQ(ibv_open_xrcd(ctx, &xa), nullptr); // no O_CREAT and none exists
+	EXPECT_EQ(errno, EAGAIN);
+	xa.oflags = O_CREAT;
+	ibv_xrcd *x = ibv_open_xrcd(ctx, &xa);
+	ASSERT_NE(x, nullptr);
+	xa.oflags = O_CREAT | O_EXCL;
+	EXPECT_EQ(ibv_open_xrcd(ctx, &xa), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	xa.oflags = 0;
+	ibv_xrcd *x2 = ibv_open_xrcd(ctx, &xa); // shares the same domain
+	ASSERT_NE(x2, nullptr);
+	xa.comp_mask = IBV_XRCD_INIT_ATTR_FD;
+	EXPECT_EQ(ibv_open_xrcd(ctx, &xa), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+
+	ibv_srq_init_attr_ex sa = {};
+	sa.attr.max_wr = 8;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+		       IBV_SRQ_INIT_ATTR_CQ;
+	sa.srq_type = IBV_SRQT_XRC;
+	sa.pd = pd;
+	sa.xrcd = x;
+	sa.cq = cqb;
+	ibv_srq *srq = ibv_create_srq_ex(ctx, &sa);
+	ASSERT_NE(srq, nullptr);
+	uint32_t srqn;
+	ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
+	ibv_qp_init_attr_ex ta = {};
+	ta.qp_type = IBV_QPT_XRC_RECV;
+	ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	ta.xrcd = x;
+	ibv_qp *tgt = ibv_create_qp_ex(ctx, &ta);
+	ASSERT_NE(tgt, nullptr);
+	ibv_qp_init_attr_ex ia = {};
+	ia.qp_type = IBV_QPT_XRC_SEND;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ia.pd = pd;
+	ia.send_cq = cqa;
+	ia.cap.max_send_wr = 4;
+	ia.cap.max_send_sge = 1;
+	ibv_qp *ini = ibv_create_qp_ex(ctx, &ia);
+	ASSERT_NE(ini, nullptr);
+	ASSERT_EQ(to_init(tgt, 0), 0);
+	ASSERT_EQ(to_init(ini, 0), 0);
+	ibv_qp_attr at = {};
+	at.qp_state = IBV_QPS_RTR;
+	at.path_mtu = IBV_MTU_4096;
+	at.dest_qp_num = ini->qp_num;
+	at.ah_attr.dlid = 1;
+	at.ah_attr.port_num = 1;
+	at.max_dest_rd_atomic = 1;
+	at.min_rnr_timer = 1;
+	ASSERT_EQ(ibv_modify_qp(tgt, &at,
+				IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					IBV_QP_MIN_RNR_TIMER),
+		  0);
+	at.dest_qp_num = tgt->qp_num;
+	ASSERT_EQ(ibv_modify_qp(ini, &at,
+				IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					IBV_QP_RQ_PSN),
+		  0);
+	ibv_qp_attr rts = {};
+	rts.qp_state = IBV_QPS_RTS;
+	rts.timeout = 10;
+	rts.retry_cnt = 7;
+	rts.rnr_retry = 7;
+	rts.max_rd_atomic = 1;
+	ASSERT_EQ(ibv_modify_qp(ini, &rts,
+				IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+		  0);
+	// A second handle to the target QP through the shared domain.
+	ibv_qp_open_attr oa = {};
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	oa.qp_num = tgt->qp_num;
+	oa.xrcd = x2;
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	ibv_qp *opened = ibv_open_qp(ctx, &oa);
+	ASSERT_NE(opened, nullptr);
+	ibv_sge rs = {uintptr_t(bufb.data()), 64, mrb->lkey};
+	ibv_recv_wr rw = {}, *rbad;
+	rw.wr_id = 42;
+	rw.sg_list = &rs;
+	rw.num_sge = 1;
+	ASSERT_EQ(ibv_post_srq_recv(srq, &rw, &rbad), 0);
+	memcpy(bufa.data(), "xrc", 4);
+	ibv_sge s = {uintptr_t(bufa.data()), 4, mra->lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	ASSERT_EQ(ibv_post_send(ini, &wr, &bad), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.wr_id, 42u);
+	EXPECT_EQ(wc.qp_num, tgt->qp_num);
+	EXPECT_STREQ(bufb.data(), "xrc");
+	EXPECT_EQ(ibv_destroy_qp(opened), 0);
+	EXPECT_EQ(ibv_destroy_qp(ini), 0);
+	EXPECT_EQ(ibv_destroy_qp(tgt), 0);
+	EXPECT_EQ(ibv_destroy_srq(srq), 0);
+	EXPECT_EQ(ibv_close_xrcd(x2), 0);
+	EXPECT_EQ(ibv_close_xrcd(x), 0);
+	close(fd);
+	unlink(path);
+}
+
+TEST_F(Loop, ParentDomainAndThreadDomain)
+{
+	ibv_td_init_attr tda = {};
+	ibv_td *td = ibv_alloc_td(ctx, &tda);
+	ASSERT_NE(td, nullptr);
+	ibv_parent_domain_init_attr pa = {};
+	pa.pd = pd;
+	pa.td = td;
+	ibv_pd *par = ibv_alloc_parent_domain(ctx, &pa);
+	ASSERT_NE(par, nullptr);
+	EXPECT_EQ(ibv_dealloc_td(td), EBUSY);
+	ibv_mr *mr = ibv_reg_mr(par, bufa.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ibv_dereg_mr(mr);
+	EXPECT_EQ(ibv_dealloc_pd(par), 0);
+	EXPECT_EQ(ibv_dealloc_td(td), 0);
+}
+
+// ------------------------------------------------------------------ processes
+
+// Peer protocol over a pipe pair: the peer prints "qpn rkey addr" after
+// creating an RC QP, a CQ and a 4 KiB region filled with 'p'; it reads the
+// requester's QPN, connects, then waits for one line "check" and answers
+// with the first 8 bytes of its buffer, or just sleeps (mode "idle").
+int peer_main(const char *mode)
+{
+	ibv_context *ctx = open_soft();
+	if (!ctx)
+		return 2;
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	ibv_cq *cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+	static char buf[4096];
+	memset(buf, 'p', sizeof(buf));
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), kAllAccess);
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = ibv_create_qp(pd, &ia);
+	if (!pd || !cq || !mr || !qp)
+		return 3;
+	printf("%u %u %llu\n", qp->qp_num, mr->rkey, (unsigned long long)uintptr_t(buf));
+	fflush(stdout);
+	unsigned dest = 0;
+	if (scanf("%u", &dest) != 1)
+		return 4;
+	if (to_init(qp, kAllAccess) || to_rtr(qp, dest) || to_rts(qp))
+		return 5;
+	ibv_sge s = {uintptr_t(buf + 2048), 64, mr->lkey};
+	ibv_recv_wr rw = {}, *bad;
+	rw.sg_list = &s;
+	rw.num_sge = 1;
+	ibv_post_recv(qp, &rw, &bad);
+	printf("ready\n");
+	fflush(stdout);
+	char word[16];
+	if (!strcmp(mode, "idle")) {
+		pause();
+		return 0;
+	}
+	if (scanf("%15s", word) != 1)
+		return 6;
+	printf("%.8s\n", buf);
+	fflush(stdout);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
+
+struct Peer {
+	pid_t pid = -1;
+	FILE *in = nullptr;  // to the peer
+	FILE *out = nullptr; // from the peer
+	unsigned qpn = 0, rkey = 0;
+	unsigned long long addr = 0;
+
+	bool start(const char *mode)
+	{
+		int to[2], from[2];
+		if (pipe(to) || pipe(from))
+			return false;
+		pid = fork();
+		if (pid == 0) {
+			dup2(to[0], 0);
+			dup2(from[1], 1);
+			close(to[1]);
+			close(from[0]);
+			execl(g_self.c_str(), g_self.c_str(), "--soft-peer", mode, (char *)nullptr);
+			_exit(127);
+		}
+		close(to[0]);
+		close(from[1]);
+		in = fdopen(to[1], "w");
+		out = fdopen(from[0], "r");
+		return fscanf(out, "%u %u %llu", &qpn, &rkey, &addr) == 3;
+	}
+	bool connect_to(unsigned my_qpn)
+	{
+		fprintf(in, "%u\n", my_qpn);
+		fflush(in);
+		char word[16];
+		return fscanf(out, "%15s", word) == 1 && !strcmp(word, "ready");
+	}
+	int finish()
+	{
+		if (in)
+			fclose(in);
+		if (out)
+			fclose(out);
+		int st = 0;
+		waitpid(pid, &st, 0);
+		return st;
+	}
+};
+
+TEST_F(Loop, PeerProcessRdmaWriteAndRead)
+{
+	Peer p;
+	ASSERT_TRUE(p.start("check"));
+	a = make_qp(IBV_QPT_RC, cqa);
+	ASSERT_NE(a, nullptr);
+	ASSERT_TRUE(p.connect_to(a->qp_num));
+	ASSERT_EQ(to_init(a, kAllAccess), 0);
+	ASSERT_EQ(to_rtr(a, p.qpn), 0);
+	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data(), 8, mra->lkey, p.addr, p.rkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(std::string(bufa.data(), 8), std::string(8, 'p'));
+	memcpy(bufa.data(), "remote!", 8);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, p.addr, p.rkey), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	// A bad rkey into the other process: refused, its memory untouched.
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, p.addr + 8, p.rkey + 0x100),
+		  0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	fprintf(p.in, "check\n");
+	fflush(p.in);
+	char got[32] = {};
+	ASSERT_EQ(fscanf(p.out, "%31s", got), 1);
+	EXPECT_STREQ(got, "remote!");
+	EXPECT_EQ(p.finish(), 0);
+}
+
+TEST_F(Loop, KilledPeerLeavesQpInErrorWithCompletions)
+{
+	Peer p;
+	ASSERT_TRUE(p.start("idle"));
+	a = make_qp(IBV_QPT_RC, cqa);
+	ASSERT_NE(a, nullptr);
+	ASSERT_TRUE(p.connect_to(a->qp_num));
+	ASSERT_EQ(to_init(a, kAllAccess), 0);
+	ASSERT_EQ(to_rtr(a, p.qpn), 0);
+	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_EQ(post_recv(a, mra, bufa.data(), 64, 555), 0);
+	kill(p.pid, SIGKILL);
+	p.finish();
+	// The survivor's receive is flushed (no hang) and a QP fatal event comes.
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc, 5000));
+	EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+	EXPECT_EQ(wc.wr_id, 555u);
+	ibv_async_event ev;
+	bool fatal = false;
+	for (int i = 0; i < 3 && !fatal; i++) {
+		ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+		fatal = ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == a;
+		ibv_ack_async_event(&ev);
+	}
+	EXPECT_TRUE(fatal);
+	// Sending now: flushed, never a hang.
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST(SoftProcesses, KilledPeerSendGetsRetryExceeded)
+{
+	// The requester side: peer killed before we send.
+	Peer p;
+	ASSERT_TRUE(p.start("idle"));
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	ibv_cq *cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+	static char buf[64];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = ibv_create_qp(pd, &ia);
+	ASSERT_TRUE(qp && mr);
+	ASSERT_TRUE(p.connect_to(qp->qp_num));
+	ASSERT_EQ(to_init(qp, 0), 0);
+	ASSERT_EQ(to_rtr(qp, p.qpn), 0);
+	ASSERT_EQ(to_rts(qp), 0);
+	kill(p.pid, SIGKILL);
+	p.finish();
+	ibv_sge s = {uintptr_t(buf), 8, mr->lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cq, &wc));
+	EXPECT_TRUE(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)
+		<< ibv_wc_status_str(wc.status);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+}
+
+TEST(SoftProcesses, NothingLeftInDevShmAfterAllExit)
+{
+	std::string dir = "/dev/shm/openverbs-" + std::to_string(getuid());
+	// A child opens soft3 and is killed; a second child opens and closes it
+	// normally (reclaiming the dead one's state) and is the last user.
+	pid_t c = fork();
+	if (c == 0) {
+		ibv_context *ctx = open_soft(3);
+		ibv_alloc_pd(ctx);
+		pause();
+		_exit(0);
+	}
+	usleep(300000);
+	kill(c, SIGKILL);
+	waitpid(c, nullptr, 0);
+	struct stat st;
+	EXPECT_EQ(stat((dir + "/soft3").c_str(), &st), 0); // left by the killed process
+	pid_t d = fork();
+	if (d == 0) {
+		ibv_context *ctx = open_soft(3);
+		_exit(ctx && ibv_close_device(ctx) == 0 ? 0 : 1);
+	}
+	int status = 0;
+	waitpid(d, &status, 0);
+	EXPECT_EQ(status, 0);
+	EXPECT_NE(stat((dir + "/soft3").c_str(), &st), 0) << "soft3 state still present";
+}
+
+TEST(SoftProcesses, DamagedSegmentIsRefused)
+{
+	std::string dir = "/dev/shm/openverbs-" + std::to_string(getuid());
+	mkdir(dir.c_str(), 0700);
+	ibv_context *probe = open_soft(5); // learn the size of a good segment
+	ASSERT_NE(probe, nullptr);
+	struct stat st;
+	ASSERT_EQ(stat((dir + "/soft5").c_str(), &st), 0);
+	off_t size = st.st_size;
+	ibv_close_device(probe);
+	std::string path = dir + "/soft5";
+	int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(ftruncate(fd, size), 0);
+	const char junk[] = "this is not a soft segment header";
+	ASSERT_EQ(pwrite(fd, junk, sizeof(junk), 0), ssize_t(sizeof(junk)));
+	close(fd);
+	errno = 0;
+	ibv_context *ctx = open_soft(5);
+	EXPECT_EQ(ctx, nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	if (ctx)
+		ibv_close_device(ctx);
+	unlink(path.c_str());
+	// Wrong size is refused too.
+	fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_EQ(ftruncate(fd, 4096), 0);
+	close(fd);
+	EXPECT_EQ(open_soft(5), nullptr);
+	EXPECT_EQ(errno, EPROTO);
+	unlink(path.c_str());
+	rmdir(dir.c_str());
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		g_self = exe;
+	}
+	setenv("RDMAV_SOFT_DEVICES", "8", 0);
+	if (argc == 3 && !strcmp(argv[1], "--soft-peer"))
+		return peer_main(argv[2]);
+	::testing::InitGoogleTest(&argc, argv);
+	return RUN_ALL_TESTS();
+}
