@@ -14,8 +14,10 @@
    therefore assigned to one pseudo header, in both dumps alike.
 3. abi-compliance-checker -binary runs twice: an HTML report for people
    (path printed) and an XML report that this script reads.
-The test fails on any binary compatibility problem (of any severity, and any
-removed symbol) and prints each one; "safe" changes are listed as warnings.
+The test fails on any binary compatibility problem as abi-compliance-checker
+counts them (removed symbols, High and Medium severity) and prints each one;
+Low and Safe findings (renamed parameters, _Bool spelled bool, ...) are
+printed as warnings.
 Exit 0 = compatible, 1 = problems, 2 = the tools failed.
 """
 
@@ -137,7 +139,9 @@ def main():
             for problem in item.findall("problem"):
                 line = "[%s] %s %s: %s" % (severity, item.tag, item.get("name"),
                                            describe(problem))
-                (warnings if severity == "Safe" else problems).append(line)
+                # abi-compliance-checker's own rule: High and Medium are
+                # problems, Low and Safe are warnings (not incompatibilities).
+                (problems if severity in ("High", "Medium") else warnings).append(line)
 
     print("abi-compliance-checker: %s, %s symbols checked" % (args.name, checked))
     for line in summary:

@@ -91,6 +91,8 @@ class Dump:
 
     def size(self, tid):
         t = self.types.get(str(tid), {})
+        if t.get("Type") == "Array" and t.get("Name", "").endswith("[]"):
+            return None     # unknown bound (x[] or x[0]): abi-dumper's size is bogus
         return int(t["Size"]) if t.get("Size") not in (None, "") else None
 
     def anonymous_record(self, tid):

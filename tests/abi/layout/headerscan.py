@@ -17,7 +17,10 @@ that exists there, and ask clang for
     as "provided by" the header that includes it.
 
 Every declaration is attributed to the file it is written in; only files
-under <root>/infiniband/ count.  Nothing here knows about verbs or umad.
+under <root>/infiniband/ count, and the kernel uapi headers under
+/usr/include/rdma/ (the project takes kernel structs from linux-libc-dev by
+#include, so a public header may provide names through them).  Nothing here
+knows about verbs or umad.
 """
 
 import json
@@ -124,6 +127,28 @@ def _include_args(root):
     return ["-I", root]
 
 
+# Kernel uapi headers (linux-libc-dev) that the public headers may include to
+# provide declarations: what they declare counts, labelled "rdma/<name>".
+UAPI_DIR = os.path.realpath("/usr/include/rdma")
+
+
+def owner_of(path, wanted_dir):
+    """Label of the header a declaration belongs to, or None to ignore it.
+
+    A header of the side's infiniband/ folder is labelled by its basename;
+    a kernel uapi header by "rdma/<basename>"; anything else is ignored.
+    """
+    if not path:
+        return None
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    if folder == wanted_dir:
+        return os.path.basename(real)
+    if folder == UAPI_DIR:
+        return "rdma/" + os.path.basename(real)
+    return None
+
+
 def _annotate_files(tree):
     """Store in every declaration node the file it appears in ("_file").
 
@@ -177,13 +202,7 @@ class _AstReader:
         self.wanted_dir = wanted_dir   # realpath of <root>/infiniband
 
     def header_of(self, path):
-        """Basename if path lies in this side's infiniband/ folder, else None."""
-        if not path:
-            return None
-        real = os.path.realpath(path)
-        if os.path.dirname(real) == self.wanted_dir:
-            return os.path.basename(real)
-        return None
+        return owner_of(path, self.wanted_dir)
 
     def read(self, tu):
         _annotate_files(tu)
@@ -363,11 +382,11 @@ def scan(root, headers, workdir, clang="clang", tag="side"):
             if word.endswith(":") or not word.endswith(".h"):
                 continue
             real = os.path.realpath(word)
-            if os.path.basename(os.path.dirname(real)) == "infiniband":
-                if os.path.dirname(real) == wanted_dir:
-                    files.add(os.path.basename(real))
-                else:
-                    inv.leaks.append("%s includes %s" % (h, real))
+            label = owner_of(real, wanted_dir)
+            if label:
+                files.add(label)
+            elif os.path.basename(os.path.dirname(real)) == "infiniband":
+                inv.leaks.append("%s includes %s" % (h, real))
         inv.closure[h] = files
 
     ast = _run([clang, "-Xclang", "-ast-dump=json", "-fsyntax-only"] + flags + [tu],
