@@ -28,7 +28,10 @@ Two properties of this particular dump are handled explicitly:
     this (no stored offset has a hex digit above 9 once printed in hex) and
     decodes it; the decoding is reported.
   * bit-field members are absent from the dump, so bit-fields are left out
-    of the member lists on our side too (the record size still covers them).
+    of the member lists on our side too (the record size still covers them);
+    their placement is compared with --bitfields (reference/bitfields.txt,
+    from the project's facts notes) instead, and a bit-field listed nowhere
+    fails.
 
 Exit status 0 = all match, 1 = differences (all printed), 2 = tool failure.
 """
@@ -145,6 +148,7 @@ def main():
                     help="Debian's include root, to tell public records from provider ones")
     ap.add_argument("--debian-headers", default="",
                     help="Debian's public headers (comma-separated basenames)")
+    ap.add_argument("--bitfields", help="expected bit-field placements (the dump has none)")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--clang", default="clang")
     args = ap.parse_args()
@@ -182,6 +186,17 @@ def main():
         rec = ours.records[name]
         keys.append("record " + name)
         keys += ["field %s.%s" % (name, f.path) for f in rec.fields if not f.bitfield]
+    # Bit-fields: the dump has none; compare with the listed expectations.
+    expected_bits = {}
+    if args.bitfields:
+        with open(args.bitfields) as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    where, mask = line.rsplit(None, 1)
+                    expected_bits[where] = mask
+    bit_keys = ["%s.%s" % (name, f.path) for name in common
+                for f in ours.records[name].fields if f.bitfield]
+    keys += ["field " + k for k in bit_keys]
     enum_names = sorted(n for n, tid in dump.by_name.items()
                         if dump.types[tid]["Type"] == "Enum")
     for ename in enum_names:
@@ -238,6 +253,18 @@ def main():
         for path in sorted(ours_paths - set(flat)):
             problems.append("%s.%s: ours only, not in rdma-core" % (name, path))
 
+    for key in bit_keys:
+        text = facts.get("field " + key)
+        got = parse_facts(text).get("bitmask") if text else None
+        if key not in expected_bits:
+            problems.append("%s: bit-field (%s) that neither the dump nor %s covers"
+                            % (key, got, args.bitfields))
+        elif got != expected_bits[key]:
+            problems.append("%s: occupies %s, rdma-core %s" % (key, got, expected_bits[key]))
+    for key in sorted(set(expected_bits) - set(bit_keys)):
+        if key.rsplit(".", 1)[0] in ours.records:
+            problems.append("%s: expected bit-field missing in ours" % key)
+
     checked_enums = 0
     for ename in enum_names:
         for m in dump.members(dump.by_name[ename]):
@@ -259,7 +286,8 @@ def main():
                                           if dump.hex_misread else "as plain numbers"))
     print("  %d records compared (%s), %d enum constants compared"
           % (len(common), " ".join(n.split(" ", 1)[1] for n in common), checked_enums))
-    print("EXCLUSIONS: bit-field members (absent from the dump); records listed below")
+    print("  %d bit-fields compared with %s" % (len(bit_keys), args.bitfields))
+    print("EXCLUSIONS: records listed below")
     by_kind = {}
     for n in notes:
         kind, _sep, what = n.partition(": ")
