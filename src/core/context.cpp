@@ -5,6 +5,7 @@
 #include "core/device_list.h"
 #include "core/ops.h"
 #include "core/settings.h"
+#include "core/domains/domains.h"
 #include "core/verbs/lib_ops.h"
 #include "core/verbs/verbs.h"
 #include "kernel/transport.h"
@@ -140,6 +141,8 @@ void set_lib_ops(verbs_context *vctx) noexcept
 {
 	vctx->create_cq_ex = ov::lib_create_cq_ex;
 	vctx->query_port = ov::lib_query_port;
+	// Parent and thread domains: the same checks for every provider.
+	ov::domains::install_domain_ops(vctx, ov::core::dummy_ops);
 	vctx->context.ops._compat_query_port = ibv_query_port;
 	vctx->context.ops._compat_query_device = ibv_query_device;
 	// Applications built against libibverbs 1.1.8 find the flow verbs in

@@ -1,6 +1,7 @@
 // Context entry points: ibv_open_device(3), ibv_close_device,
 // ibv_import_device(3), ibv_get_async_event(3), ibv_ack_async_event, and the
 // provider-facing context helpers of IBVERBS_PRIVATE_34.
+#include "core/xrc/legacy_xrc.h"
 #include "core/context.h"
 #include "core/ops.h"
 #include "facade/export.h"
@@ -66,15 +67,20 @@ OV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_
 		errno = EINVAL;
 		return -1;
 	}
-	return ov::core::get_async_event(context, event);
+	int ret = ov::core::get_async_event(context, event);
+	if (!ret)
+		ov::legacy_xrc::translate_event(event); // legacy_xrc.h event flag
+	return ret;
 }
 
 // Acknowledges an event from ibv_get_async_event (counts it on its object so
 // that destroy can finish). NULL is ignored. Source: ibv_get_async_event(3).
 OV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	if (event)
-		ov::core::ack_async_event(event);
+	if (!event)
+		return;
+	ov::legacy_xrc::restore_event(event);
+	ov::core::ack_async_event(event);
 }
 
 // Provider helper: allocates alloc_size zeroed bytes and initialises the

@@ -4,6 +4,7 @@
 // ibv_reg_mr(3), ibv_rereg_mr(3), ibv_create_cq(3), ibv_get_cq_event(3),
 // ibv_create_comp_channel(3), ibv_create_srq(3), ibv_create_qp(3),
 // ibv_modify_qp(3), ibv_create_ah(3), ibv_attach_mcast(3), ibv_import_pd(3)...).
+#include "core/domains/domains.h"
 #include "core/verbs/verbs.h"
 #include "core/verbs/lib_ops.h"
 #include "core/context_private.h"
@@ -40,14 +41,24 @@ unsigned int mask_optional_access(struct ibv_context *ctx, unsigned int access)
 struct ibv_pd *alloc_pd(struct ibv_context *ctx) noexcept
 {
 	struct ibv_pd *pd = get_ops(ctx)->alloc_pd(ctx);
-	if (pd)
+	if (pd) {
 		pd->context = ctx;
+		ov::domains::note_pd_alloc(pd);
+	}
 	return pd;
 }
 
+// Parent domains are freed here too (ibv_alloc_parent_domain(3)); a PD still
+// used by a parent domain is EBUSY, one freed already EINVAL (domains.h).
 int dealloc_pd(struct ibv_pd *pd) noexcept
 {
-	return get_ops(pd->context)->dealloc_pd(pd);
+	int ret = ov::domains::check_dealloc_pd(pd);
+	if (ret)
+		return ret;
+	ret = get_ops(pd->context)->dealloc_pd(pd);
+	if (!ret)
+		ov::domains::note_pd_freed(pd);
+	return ret;
 }
 
 // ---- MR --------------------------------------------------------------------
@@ -149,12 +160,16 @@ int dereg_mr(struct ibv_mr *mr) noexcept
 
 struct ibv_pd *import_pd(struct ibv_context *ctx, uint32_t handle) noexcept
 {
-	return get_ops(ctx)->import_pd(ctx, handle);
+	struct ibv_pd *pd = get_ops(ctx)->import_pd(ctx, handle);
+	if (pd)
+		ov::domains::note_pd_alloc(pd);
+	return pd;
 }
 
 void unimport_pd(struct ibv_pd *pd) noexcept
 {
 	get_ops(pd->context)->unimport_pd(pd);
+	ov::domains::note_pd_freed(pd);
 }
 
 struct ibv_mr *import_mr(struct ibv_pd *pd, uint32_t handle) noexcept
@@ -474,6 +489,14 @@ struct ibv_cq_ex *lib_create_cq_ex(struct ibv_context *context,
 	}
 	if (cq_attr->wc_flags & ~static_cast<uint64_t>(IBV_CREATE_CQ_SUP_WC_FLAGS)) {
 		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	// A CQ bound to a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) needs a live
+	// parent domain of this context, not a plain PD (ibv_create_cq_ex(3)).
+	if ((cq_attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!cq_attr->parent_domain || cq_attr->parent_domain->context != context ||
+	     !ov::domains::is_parent_domain(cq_attr->parent_domain))) {
+		errno = EINVAL;
 		return nullptr;
 	}
 	struct ibv_cq_ex *cq = get_ops(context)->create_cq_ex(context, cq_attr);
