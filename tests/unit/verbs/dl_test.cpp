@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <unistd.h>
 #include <cstring>
 #include <vector>
 
@@ -361,4 +362,41 @@ TEST_F(Compat10, NullArgumentsGiveEinval)
 	EXPECT_EQ(dpd10(nullptr), EINVAL);
 	EXPECT_EQ(open10(nullptr), nullptr);
 	EXPECT_EQ(cqp10(nullptr, nullptr), nullptr);
+}
+
+// The strings and rate tables are printed by Debian's tools and compared
+// with rdma-core's output: they must be identical value for value.
+TEST(Differential, StringsAndRatesMatchDebian)
+{
+	if (access(DEBIAN_LIB, R_OK))
+		GTEST_SKIP() << DEBIAN_LIB << " not installed";
+	Lib ours, deb;
+	ASSERT_TRUE(ours.load(OPENVERBS_LIB));
+	ASSERT_TRUE(deb.load(DEBIAN_LIB));
+	for (const char *name : {"ibv_node_type_str", "ibv_port_state_str", "ibv_event_type_str",
+				 "ibv_wc_status_str"}) {
+		auto a = ours.sym<const char *(*)(int)>(name);
+		auto b = deb.sym<const char *(*)(int)>(name);
+		ASSERT_TRUE(a && b) << name;
+		for (int v = -3; v < 64; v++)
+			EXPECT_STREQ(a(v), b(v)) << name << "(" << v << ")";
+	}
+	for (const char *name : {"ibv_rate_to_mult", "ibv_rate_to_mbps"}) {
+		auto a = ours.sym<int (*)(int)>(name);
+		auto b = deb.sym<int (*)(int)>(name);
+		for (int v = -3; v < 64; v++)
+			EXPECT_EQ(a(v), b(v)) << name << "(" << v << ")";
+	}
+	auto m1 = ours.sym<int (*)(int)>("mult_to_ibv_rate");
+	auto m2 = deb.sym<int (*)(int)>("mult_to_ibv_rate");
+	for (int v = -3; v < 1000; v++)
+		EXPECT_EQ(m1(v), m2(v)) << "mult_to_ibv_rate(" << v << ")";
+	auto b1 = ours.sym<int (*)(int)>("mbps_to_ibv_rate");
+	auto b2 = deb.sym<int (*)(int)>("mbps_to_ibv_rate");
+	auto r2m = deb.sym<int (*)(int)>("ibv_rate_to_mbps");
+	for (int r = 0; r < 64; r++) {
+		const int mbps = r2m(r);
+		for (int v : {mbps - 1, mbps, mbps + 1})
+			EXPECT_EQ(b1(v), b2(v)) << "mbps_to_ibv_rate(" << v << ")";
+	}
 }
