@@ -159,4 +159,15 @@ ov_xcheck() {
   fi
 }
 
+# ov_require_ours "REASON": for groups that test what only the project's library
+# has (the software device, ...). Under --baseline (Debian's libraries) it prints
+#   SKIP <group>/all 0.00 (REASON)
+# and ends the group; otherwise it returns.
+ov_require_ours() {
+  if [ "${OV_MODE:-}" = baseline ]; then
+    echo "SKIP $OV_GROUP/all 0.00 (baseline run: ${1:-needs the project's library})"
+    exit 0
+  fi
+}
+
 # A group ends with: exit "$ov_failed"   (0 when nothing failed)

@@ -20,7 +20,7 @@ usage: $0 [options]
   --build-dir DIR    build tree (default $repo/build): results go to DIR/vm-results,
                      the cache to DIR/vm-cache unless OPENVERBS_VM_CACHE is set
   --timeout S        kill the guest after S seconds (default ${OPENVERBS_VM_TIMEOUT:-600})
-  --boot-timeout S   kill the guest if it has not reached stage 2 after S seconds (90)
+  --boot-timeout S   kill the guest if it has not reached stage 2 after S seconds (120)
   --test-timeout S   per-program limit inside the guest (90)
   --group FILE       also run FILE (an executable group script) as a group
   --list             list the groups and exit
@@ -30,7 +30,7 @@ EOF
 }
 
 mode=ld_library_path lib="" only=() extra=() kernel="" build="" list=0 hang=""
-timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=90 test_timeout=90
+timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=120 test_timeout=90
 while [ $# -gt 0 ]; do
   case $1 in
     --lib) lib=${2:?--lib needs a directory}; shift 2 ;;
@@ -199,7 +199,7 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
@@ -251,6 +251,9 @@ if ! grep -q '^DONE ' "$res/events.txt"; then
   fail_line vm/run "$verdict"
   grep -h 'OV-STAGE[12]-FAILED' "$res/console.log" 2>/dev/null | head -n3 | sed 's/^/vm: /'
   tail -n 5 "$res/console.log" 2>/dev/null | sed 's/^/vm: console: /'
+  if grep -q 'soft lockup' "$res/console.log" 2>/dev/null; then
+    echo "vm: the guest's CPUs were starved (soft lockups): is the host overloaded? load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  fi
 fi
 if grep -q '^FAIL setup/' "$res/results.txt"; then :; else
   for g in "${selected[@]}"; do
@@ -270,7 +273,7 @@ nskip=$(grep -c '^SKIP ' "$res/results.txt")
 {
   echo "kernel $kver; mode $mode${lib_dir:+ ($lib_dir)}"
   [ -n "$t_rxe" ] && echo "qemu start to rxe0: $(secs "$t_qemu" "$t_rxe") s"
-  echo "guest run: $(secs "$t_qemu" "$t_end") s; total wall time: $(secs "$t_start" "$t_end") s"
+  echo "guest run: $(secs "$t_qemu" "$t_end") s; total wall time: $(secs "$t_start" "$t_end") s; host load average $(cut -d" " -f1-3 /proc/loadavg)"
 } | tee "$res/summary.txt" | sed 's/^/vm: /'
 summary="$npass passed, $nfail failed"
 [ "$nxfail" -gt 0 ] && summary="$summary, $nxfail expected failures"
