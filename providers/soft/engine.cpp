@@ -38,18 +38,15 @@ static const uint32_t kRnrTimer10us[32] = {
 	48,    64,   96,   128,  192,  256,  384,  512,  768,   1024,  1536,
 	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
 
-static inline int32_t my_pid()
+// getpid() cached for the data path; refreshed in a child after fork().
+static int32_t g_pid;
+static void pid_refresh() { g_pid = getpid(); }
+__attribute__((constructor)) static void pid_init()
 {
-	static thread_local int32_t cached;
-	static thread_local int32_t check;
-	// getpid() is cheap but not free; re-check after fork via the parent pid.
-	int32_t pp = getppid();
-	if (!cached || check != pp) {
-		cached = getpid();
-		check = pp;
-	}
-	return cached;
+	pid_refresh();
+	pthread_atfork(nullptr, nullptr, pid_refresh);
 }
+static inline int32_t my_pid() { return g_pid; }
 
 // ------------------------------------------------------------------ keys
 
@@ -75,6 +72,11 @@ static bool key_lookup(Segment *seg, uint32_t key, MrEntry &out)
 	out.mw_type = e.mw_type;
 	out.parent = e.parent;
 	out.bound_qpn = e.bound_qpn;
+	out.memfd = e.memfd;
+	out.memfd_ino = e.memfd_ino;
+	out.memfd_off = e.memfd_off;
+	out.share_lo = e.share_lo;
+	out.share_hi = e.share_hi;
 	std::atomic_thread_fence(std::memory_order_acquire);
 	return e.kind.load(std::memory_order_relaxed) == kind && e.key == key;
 }
@@ -85,6 +87,24 @@ static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
 		return false;
 	uint64_t off = addr - m.iova;
 	return off <= m.length && len <= m.length - off;
+}
+
+// The bytes [addr, addr+len) of region m (of another process) mapped into
+// ours, or nullptr when the region is not backed by a shareable memfd.
+static uint8_t *direct_ptr(const MrEntry &m, uint64_t addr, uint64_t len)
+{
+	if (m.owner_pid == my_pid())
+		return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
+	if (m.memfd < 0 || addr < m.share_lo || addr > m.share_hi || len > m.share_hi - addr)
+		return nullptr;
+	uint64_t size = 0;
+	uint8_t *base = peer_map(m.owner_pid, m.memfd, m.memfd_ino, &size);
+	if (!base)
+		return nullptr;
+	uint64_t off = m.memfd_off + (addr - m.share_lo);
+	if (off > size || len > size - off)
+		return nullptr;
+	return base + off;
 }
 
 struct Iov {
@@ -371,7 +391,8 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 	uint32_t rowner = srq ? srq->owner : d.owner;
 	uint32_t rpd = srq ? srq->pd_id : d.pd_id;
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	Iov dst;
+	Iov dst, direct;
+	bool all_direct = true;
 	uint64_t cap = 0;
 	for (uint32_t i = 0; i < nsge && st == IBV_WC_SUCCESS; i++) {
 		const struct ibv_sge &s = wqe->sge[i];
@@ -385,6 +406,11 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 			st = IBV_WC_LOC_PROT_ERR;
 			break;
 		}
+		uint8_t *dp = all_direct ? direct_ptr(mr, s.addr, s.length) : nullptr;
+		if (!dp)
+			all_direct = false;
+		direct.v[dst.n].iov_base = dp;
+		direct.v[dst.n].iov_len = s.length;
 		dst.v[dst.n].iov_base = reinterpret_cast<void *>(mr.addr + (s.addr - mr.iova));
 		dst.v[dst.n].iov_len = s.length;
 		dst.n++;
@@ -397,6 +423,11 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 		// Build the destination list: skip or fill the 40-byte GRH area first.
 		struct iovec src[kMaxSge + 2];
 		int ns = 0;
+		if (all_direct) {
+			direct.n = dst.n;
+			dst = direct;
+			rpid = my_pid();
+		}
 		Iov tgt = dst;
 		if (m.ud) {
 			uint64_t skip = 40;
@@ -454,7 +485,7 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 // Checks an rkey on the responder QP d for [addr, addr+len) and `need`
 // (IBV_ACCESS_REMOTE_*); returns the responder's virtual address.
 static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
-		       uint64_t len, uint32_t need, uint64_t *va)
+		       uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct)
 {
 	MrEntry m;
 	if (!key_lookup(seg, rkey, m))
@@ -479,7 +510,21 @@ static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, u
 	if (!range_ok(m, addr, len))
 		return false;
 	*va = m.addr + (addr - m.iova);
+	*direct = direct_ptr(m, addr, len);
 	return true;
+}
+
+// Copies to (to_remote) or from the responder's memory: straight through our
+// mapping of it when there is one, else with process_vm_*.
+static int move_remote(int32_t pid, const struct iovec *local, int nl, uint64_t va,
+		       uint8_t *direct, uint64_t len, bool to_remote)
+{
+	if (direct) {
+		struct iovec dv = {direct, len};
+		return move_bytes(my_pid(), local, nl, &dv, 1, to_remote);
+	}
+	struct iovec rv = {reinterpret_cast<void *>(va), len};
+	return move_bytes(pid, local, nl, &rv, 1, to_remote);
 }
 
 // ------------------------------------------------------------------ execution
@@ -552,6 +597,11 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 		me.iova = b.addr;
 		me.length = b.length;
 		me.access = b.mw_access_flags;
+		me.memfd = mr.memfd;
+		me.memfd_ino = mr.memfd_ino;
+		me.memfd_off = mr.memfd_off;
+		me.share_lo = mr.share_lo;
+		me.share_hi = mr.share_hi;
 	} else {
 		me.parent = 0;
 		me.length = 0;
@@ -763,8 +813,9 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		if (st != IBV_WC_SUCCESS)
 			return fail(st);
 		uint64_t va = 0;
+		uint8_t *direct = nullptr;
 		if (src.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, src.len,
-					   IBV_ACCESS_REMOTE_WRITE, &va))
+					   IBV_ACCESS_REMOTE_WRITE, &va, &direct))
 			return rc ? fail(IBV_WC_REM_ACCESS_ERR)
 				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
 		if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -785,8 +836,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			}
 		}
 		if (src.len) {
-			struct iovec rv = {reinterpret_cast<void *>(va), src.len};
-			int e = move_bytes(d.owner_pid, src.v, src.n, &rv, 1, true);
+			int e = move_remote(d.owner_pid, src.v, src.n, va, direct, src.len, true);
 			if (e == ESRCH)
 				return gone();
 			if (e)
@@ -817,12 +867,12 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		if (st != IBV_WC_SUCCESS)
 			return fail(st);
 		uint64_t va = 0;
+		uint8_t *direct = nullptr;
 		if (dst.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, dst.len,
-					   IBV_ACCESS_REMOTE_READ, &va))
+					   IBV_ACCESS_REMOTE_READ, &va, &direct))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		if (dst.len) {
-			struct iovec rv = {reinterpret_cast<void *>(va), dst.len};
-			int e = move_bytes(d.owner_pid, dst.v, dst.n, &rv, 1, false);
+			int e = move_remote(d.owner_pid, dst.v, dst.n, va, direct, dst.len, false);
 			if (e == ESRCH)
 				return gone();
 			if (e)
@@ -844,20 +894,35 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		if (w.remote_addr & 7)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
 		uint64_t va = 0;
-		if (!check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va))
+		uint8_t *direct = nullptr;
+		if (!check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
+				&direct))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		uint64_t old = 0, val;
+		int e = 0;
 		struct iovec lv = {&old, 8}, rv = {reinterpret_cast<void *>(va), 8};
 		shm_lock(&seg->hdr->atomic_lock);
-		int e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, false);
-		if (!e) {
-			if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
-				val = old == w.compare_add ? w.swap : old;
-			else
-				val = old + w.compare_add;
-			struct iovec nv = {&val, 8};
-			if (val != old || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-				e = move_bytes(d.owner_pid, &nv, 1, &rv, 1, true);
+		if (direct) {
+			// Mapped: a real atomic, also against the owner's own CPU accesses.
+			auto *p = reinterpret_cast<uint64_t *>(direct);
+			if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+				old = w.compare_add;
+				__atomic_compare_exchange_n(p, &old, w.swap, false, __ATOMIC_SEQ_CST,
+							    __ATOMIC_SEQ_CST);
+			} else {
+				old = __atomic_fetch_add(p, w.compare_add, __ATOMIC_SEQ_CST);
+			}
+		} else {
+			e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, false);
+			if (!e) {
+				if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+					val = old == w.compare_add ? w.swap : old;
+				else
+					val = old + w.compare_add;
+				struct iovec nv = {&val, 8};
+				if (val != old || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+					e = move_bytes(d.owner_pid, &nv, 1, &rv, 1, true);
+			}
 		}
 		shm_unlock(&seg->hdr->atomic_lock);
 		if (e == ESRCH)

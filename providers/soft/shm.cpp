@@ -673,4 +673,69 @@ int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len)
 	return rc;
 }
 
+// ---------------------------------------------------------------- peer memory
+
+struct PeerMap {
+	int32_t pid;
+	int fd;
+	uint32_t ino;
+	uint8_t *base;
+	uint64_t size;
+	uint64_t used;
+};
+static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
+static PeerMap g_maps[256];
+static uint64_t g_map_clock;
+
+uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
+{
+	// Last mapping this thread used (the common case on a data path); the
+	// generation makes it stale when any mapping is replaced.
+	static std::atomic<uint64_t> generation{0};
+	thread_local PeerMap last;
+	thread_local uint64_t last_gen = ~0ull;
+	if (last.base && last.pid == pid && last.fd == fd && last.ino == ino &&
+	    last_gen == generation.load(std::memory_order_acquire)) {
+		*size = last.size;
+		return last.base;
+	}
+	pthread_mutex_lock(&g_map_lock);
+	PeerMap *victim = &g_maps[0];
+	for (auto &m : g_maps) {
+		if (m.base && m.pid == pid && m.fd == fd && m.ino == ino) {
+			m.used = ++g_map_clock;
+			uint8_t *b = m.base;
+			*size = m.size;
+			last = m;
+			last_gen = generation.load(std::memory_order_acquire);
+			pthread_mutex_unlock(&g_map_lock);
+			return b;
+		}
+		if (!m.base || m.used < victim->used)
+			victim = &m;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	int f = open(path, O_RDWR | O_CLOEXEC);
+	uint8_t *base = nullptr;
+	struct stat st;
+	if (f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode) && uint32_t(st.st_ino) == ino &&
+	    st.st_size > 0) {
+		void *p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		if (p != MAP_FAILED) {
+			base = static_cast<uint8_t *>(p);
+			if (victim->base) {
+				generation.fetch_add(1, std::memory_order_acq_rel);
+				munmap(victim->base, victim->size);
+			}
+			*victim = PeerMap{pid, fd, ino, base, uint64_t(st.st_size), ++g_map_clock};
+			*size = uint64_t(st.st_size);
+		}
+	}
+	if (f >= 0)
+		close(f);
+	pthread_mutex_unlock(&g_map_lock);
+	return base;
+}
+
 } // namespace ovsoft

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -133,7 +133,18 @@ struct MrEntry {
 	uint32_t mw_type;   // KEY_MW: 1 or 2
 	uint32_t parent;    // KEY_MW: MR slot + 1 it is bound to (0 = unbound)
 	uint32_t bound_qpn; // type 2 windows: QP they were bound through
-	uint32_t pad;
+	// When the owner backs the region with a shareable memfd (the pages are
+	// remapped in place at registration), peers map it and copy with plain
+	// loads and stores: owner's fd number, its inode, and the offset of
+	// `addr` in the file. memfd < 0: reach the memory with process_vm_*.
+	// Only whole pages inside the region are converted: [share_lo,
+	// share_hi) in the region's address space (iova), which starts at file
+	// offset memfd_off.
+	int32_t memfd;
+	uint32_t memfd_ino;
+	uint64_t share_lo;
+	uint64_t share_hi;
+	uint64_t memfd_off;
 };
 
 struct XrcdEntry {
@@ -257,6 +268,11 @@ uint64_t ring_count(const RingHeader *r);
 // `pid` has open as fd `fd` with inode `ino` (checked, so a reused fd number
 // never receives them). Returns 0 or an errno value.
 int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len);
+
+// Maps (shared, read/write) the memfd that process `pid` has open as `fd`
+// with inode `ino`, once per process (cached). Returns the base address and
+// the file size, or nullptr when it cannot be mapped.
+uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size);
 void notify_cache_drop(int32_t pid);
 
 } // namespace ovsoft

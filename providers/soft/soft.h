@@ -73,6 +73,7 @@ struct SoftTd {
 struct SoftMr {
 	struct verbs_mr vmr;
 	uint32_t slot;
+	int share; // slot of the shareable backing (verbs.cpp), -1 none
 };
 
 struct SoftMw {

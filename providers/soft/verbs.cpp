@@ -453,6 +453,175 @@ static int check_mapped(void *addr, size_t length)
 	return 0;
 }
 
+// ---- Shareable backing of registered memory.
+//
+// To let peers move data with plain loads and stores (no system call per
+// operation), registration replaces the pages of the region, in place, by a
+// shared mapping of a memfd with the same contents (mremap over the old
+// mapping, so the addresses and the data stay). Only private anonymous
+// read/write memory (heap, anonymous mmap) is converted; anything else (file
+// mappings, stacks, read-only memory, ranges partly converted already) stays
+// as it is and peers reach it with process_vm_*. Side effects, documented in
+// openverbs-soft(7): after fork() the child shares (instead of copying) those
+// pages, and writes racing with the registration itself may be lost.
+struct SharedRange {
+	uintptr_t start, end;
+	int fd;
+	uint32_t ino;
+	int refs;
+};
+static pthread_mutex_t g_share_lock = PTHREAD_MUTEX_INITIALIZER;
+static SharedRange g_shared[1024];
+
+static bool anon_private_rw(uintptr_t start, uintptr_t end)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[512];
+	uintptr_t covered = start;
+	bool ok = true;
+	while (ok && covered < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, inode;
+		char perms[8], dev[16];
+		unsigned long long off;
+		int name_at = 0;
+		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode,
+			   &name_at) < 6)
+			continue;
+		if (hi <= covered)
+			continue;
+		if (lo > covered) {
+			ok = false;
+			break;
+		}
+		const char *name = name_at ? line + name_at : "";
+		bool anon = inode == 0 && (name[0] == '\n' || name[0] == 0 ||
+					   strncmp(name, "[heap]", 6) == 0);
+		if (strncmp(perms, "rw-p", 4) != 0 || !anon)
+			ok = false;
+		covered = hi;
+	}
+	fclose(f);
+	return ok && covered >= end;
+}
+
+// Replaces [start, end) by a private anonymous copy (undoes the sharing).
+static void privatize(uintptr_t start, uintptr_t end)
+{
+	void *p = mmap(nullptr, end - start, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	memcpy(p, reinterpret_cast<void *>(start), end - start);
+	if (mremap(p, end - start, end - start, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   reinterpret_cast<void *>(start)) != reinterpret_cast<void *>(start))
+		munmap(p, end - start);
+}
+
+// Finds or makes the memfd backing the whole pages of [addr, addr+len).
+// Returns the slot or -1; *lo/*hi are the shared part, *file_off the file
+// offset of *lo.
+static int share_region(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi, uint64_t *file_off)
+{
+	uintptr_t ps = (uintptr_t(addr) + 4095) & ~uintptr_t(4095);
+	uintptr_t pe = (uintptr_t(addr) + len) & ~uintptr_t(4095);
+	if (pe <= ps)
+		return -1;
+	pthread_mutex_lock(&g_share_lock);
+	int freeslot = -1;
+	for (int i = 0; i < int(sizeof(g_shared) / sizeof(g_shared[0])); i++) {
+		SharedRange &r = g_shared[i];
+		if (!r.refs) {
+			if (freeslot < 0)
+				freeslot = i;
+			continue;
+		}
+		if (ps >= r.start && pe <= r.end) {
+			r.refs++;
+			*lo = ps;
+			*hi = pe;
+			*file_off = ps - r.start;
+			pthread_mutex_unlock(&g_share_lock);
+			return i;
+		}
+		if (ps < r.end && pe > r.start) { // partial overlap: leave it alone
+			pthread_mutex_unlock(&g_share_lock);
+			return -1;
+		}
+	}
+	int slot = -1;
+	if (freeslot >= 0 && anon_private_rw(ps, pe)) {
+		int fd = memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
+		void *p = MAP_FAILED;
+		if (fd >= 0 && ftruncate(fd, pe - ps) == 0)
+			p = mmap(nullptr, pe - ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			memcpy(p, reinterpret_cast<void *>(ps), pe - ps);
+			void *q = mremap(p, pe - ps, pe - ps, MREMAP_MAYMOVE | MREMAP_FIXED,
+					 reinterpret_cast<void *>(ps));
+			if (q == reinterpret_cast<void *>(ps)) {
+				g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
+				*lo = ps;
+				*hi = pe;
+				*file_off = 0;
+				slot = freeslot;
+				fd = -1;
+			} else {
+				munmap(p, pe - ps);
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	pthread_mutex_unlock(&g_share_lock);
+	return slot;
+}
+
+static void unshare_region(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&g_share_lock);
+	SharedRange &r = g_shared[slot];
+	if (r.refs && !--r.refs) {
+		// Back to private memory: the pages go back to the allocator as
+		// ordinary anonymous memory.
+		privatize(r.start, r.end);
+		close(r.fd);
+		r = SharedRange{};
+	}
+	pthread_mutex_unlock(&g_share_lock);
+}
+
+// In a child after fork(): its copies of converted pages must not stay
+// shared with the parent (its registrations are not valid there anyway).
+static void share_atfork_child()
+{
+	for (auto &r : g_shared)
+		if (r.refs) {
+			privatize(r.start, r.end);
+			close(r.fd);
+			r = SharedRange{};
+		}
+	pthread_mutex_init(&g_share_lock, nullptr);
+}
+
+__attribute__((constructor)) static void share_init()
+{
+	pthread_atfork(nullptr, nullptr, share_atfork_child);
+}
+
+static void fill_share(MrEntry &e, int share, void *addr, uint64_t iova, uintptr_t lo,
+		       uintptr_t hi, uint64_t file_off)
+{
+	e.memfd = share >= 0 ? g_shared[share].fd : -1;
+	e.memfd_ino = share >= 0 ? g_shared[share].ino : 0;
+	e.share_lo = share >= 0 ? iova + (lo - uintptr_t(addr)) : 0;
+	e.share_hi = share >= 0 ? iova + (hi - uintptr_t(addr)) : 0;
+	e.memfd_off = file_off;
+}
+
 static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
 				  int access)
 {
@@ -470,12 +639,16 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 		errno = ENOMEM;
 		return nullptr;
 	}
+	uintptr_t lo = 0, hi = 0;
+	uint64_t file_off = 0;
+	mr->share = share_region(addr, length, &lo, &hi, &file_off);
 	SoftContext *ctx = to_sctx(ibpd->context);
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
 	int slot = key_slot_alloc(seg);
 	if (slot < 0) {
 		shm_unlock(&seg->hdr->lock);
+		unshare_region(mr->share);
 		free(mr);
 		errno = ENOMEM;
 		return nullptr;
@@ -492,6 +665,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	e.mw_type = 0;
 	e.parent = 0;
 	e.bound_qpn = 0;
+	fill_share(e, mr->share, addr, e.iova, lo, hi, file_off);
 	e.kind.store(KEY_MR, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 	mr->slot = slot;
@@ -521,6 +695,7 @@ static int soft_dereg_mr(struct verbs_mr *vmr)
 		if (w.kind.load() == KEY_MW && w.parent == mr->slot + 1)
 			w.parent = 0;
 	shm_unlock(&seg->hdr->lock);
+	unshare_region(mr->share);
 	free(mr);
 	return 0;
 }
@@ -545,6 +720,11 @@ static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, voi
 	MrEntry &e = seg->hdr->mrs[mr->slot];
 	e.kind.store(KEY_FREE, std::memory_order_release);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		unshare_region(mr->share);
+		uintptr_t lo = 0, hi = 0;
+		uint64_t file_off = 0;
+		mr->share = share_region(addr, length, &lo, &hi, &file_off);
+		fill_share(e, mr->share, addr, uintptr_t(addr), lo, hi, file_off);
 		e.addr = uintptr_t(addr);
 		e.iova = uintptr_t(addr);
 		e.length = length;
@@ -594,6 +774,7 @@ static struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 	e.mw_type = type;
 	e.parent = 0;
 	e.bound_qpn = 0;
+	fill_share(e, -1, nullptr, 0, 0, 0, 0);
 	e.kind.store(KEY_MW, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 	mw->slot = slot;

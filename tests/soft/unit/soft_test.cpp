@@ -1365,7 +1365,8 @@ TEST(SoftProcesses, DamagedSegmentIsRefused)
 	struct stat st;
 	ASSERT_EQ(stat((dir + "/soft5").c_str(), &st), 0);
 	off_t size = st.st_size;
-	ibv_close_device(probe);
+	ibv_close_device(probe); // last user: the directory goes too
+	mkdir(dir.c_str(), 0700);
 	std::string path = dir + "/soft5";
 	int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
 	ASSERT_GE(fd, 0);
