@@ -19,7 +19,9 @@ side, prints for every name present on both sides:
   macro       object-like: integer value (+size, signedness), else string
               contents, else a constant pointer value, else the identifier it
               aliases; function-like: number of parameters only
-  function    (from the AST) parameter count, variadic, static, inline
+  function    type compatible with the reference's (__builtin_types_compatible_p
+              against the type-name clang prints for it), and from the AST:
+              parameter count, variadic, static, inline
 
 Exclusions, always listed in the output: include guards (empty macros named
 *_H / *_H_), function-like macro bodies (only the arity is compared), object-
@@ -48,10 +50,21 @@ def is_guard(name, macro):
     return kind == "object" and body == "" and bool(GUARD.match(name))
 
 
-def build_items(key, inv):
-    """C statements measuring `key` (a "kind name" string), first choice."""
+def build_items(key, inv, ref=None):
+    """C statements measuring `key` (a "kind name" string), in order of choice.
+
+    ref is the reference side's Inventory: a function's type is checked on
+    both sides against the reference's spelling of it.
+    """
     kind, name = key.split(" ", 1)
     k = probe.c_string(key)
+    if kind == "function":
+        # Same parameter and return types, up to typedef spelling:
+        # __typeof__ accepts the type-name clang printed for the reference.
+        spelled = (ref or inv).function_types.get(name, "")
+        return ['{ _Static_assert(__builtin_types_compatible_p(__typeof__(%s), '
+                '__typeof__(%s)), "type"); printf("%%s type=compatible\\n", %s); }'
+                % (name, spelled, k)]
     if kind == "record":
         return ['printf("%%s size=%%zu align=%%zu\\n", %s, sizeof(%s), _Alignof(%s));'
                 % (k, name, name)]
@@ -94,7 +107,7 @@ def build_items(key, inv):
     return []
 
 
-def measure(keys, invs, includes, workdir):
+def measure(keys, invs, includes, workdir, ref=None):
     """Run the staged probes on both sides.
 
     Returns (facts, failed): facts[side][key] is what the program printed;
@@ -108,7 +121,7 @@ def measure(keys, invs, includes, workdir):
         for side, inv in invs.items():
             items = []
             for key in pending[side]:
-                forms = build_items(key, inv)
+                forms = build_items(key, inv, ref)
                 if stage < len(forms):
                     items.append((key, forms[stage]))
             got, dropped = probe.run(items, includes,
@@ -216,13 +229,12 @@ def main():
 
     # Everything else is measured by the generated program.
     measured = [k for k in common
-                if k.split(" ", 1)[0] not in ("function",)
-                and not (k.startswith("macro ") and ref.macros[k[6:]][1] == "function")]
+                if not (k.startswith("macro ") and ref.macros[k[6:]][1] == "function")]
     func_macros = sorted(k[6:] for k in common
                          if k.startswith("macro ") and ref.macros[k[6:]][1] == "function")
     invs = {"ref": ref, "ours": ours}
     try:
-        facts, failed = measure(measured, invs, present_both, args.workdir)
+        facts, failed = measure(measured, invs, present_both, args.workdir, ref)
     except probe.ProbeError as e:
         print("MACHINERY ERROR: %s" % e)
         return 2

@@ -85,6 +85,7 @@ class Inventory:
         self.enumerators = {}    # NAME -> file
         self.typedefs = {}       # NAME -> file
         self.functions = {}      # NAME -> (file, dict of facts)
+        self.function_types = {} # NAME -> clang's spelling of its type
         self.variables = {}      # NAME -> file
         self.macros = {}         # NAME -> (file, "object"|"function", body)
         self.closure = {}        # header -> set of infiniband/ files it includes
@@ -111,8 +112,11 @@ class Inventory:
 
 
 def _run(cmd, what):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    except OSError as e:
+        raise ScanError("%s: cannot run %s: %s" % (what, cmd[0], e))
     if proc.returncode != 0:
         raise ScanError("%s failed (%s):\n%s" % (what, " ".join(cmd),
                                                   proc.stderr.strip()))
@@ -255,6 +259,7 @@ class _AstReader:
             for key in ("inline", "static"):
                 facts[key] = facts[key] or old[1][key]
         self.inv.functions[node["name"]] = (header, facts)
+        self.inv.function_types[node["name"]] = node.get("type", {}).get("qualType", "")
 
     def _record(self, node, cname, header):
         rec = self.inv.records.get(cname)

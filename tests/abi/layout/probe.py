@@ -98,9 +98,12 @@ def run(items, includes, inc_args, workdir, tag, cc="clang", max_rounds=12):
         text, first_line = _source(includes, live)
         with open(src_path, "w") as f:
             f.write(text)
-        proc = subprocess.run([cc] + flags + ["-o", exe_path, src_path],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+        try:
+            proc = subprocess.run([cc] + flags + ["-o", exe_path, src_path],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+        except OSError as e:
+            raise ProbeError("cannot run %s: %s" % (cc, e))
         if proc.returncode == 0:
             break
         bad = {}
