@@ -43,8 +43,9 @@ void softlog(int level, const char *fmt, ...)
 
 uint64_t device_guid(int index)
 {
-	// Locally administered EUI-64 "02:00:4f:56:ff:fe:<index>" (4f 56 = "OV").
-	return 0x02004f56fffe0000ull | uint64_t(uint32_t(index) & 0xffff);
+	// "OV" (4f 56) in the top bytes, then the device number: the same value
+	// the core puts in the device's sysfs entry (ibv_get_device_guid).
+	return (0x4f56ull << 48) | uint64_t(uint32_t(index));
 }
 
 static inline uint32_t next_pow2(uint32_t v)

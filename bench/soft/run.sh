@@ -1,0 +1,81 @@
+#!/bin/sh
+# Software device benchmarks, printed side by side in one run:
+#   - perftest (Debian's, unmodified) on soft0 through our libibverbs:
+#     ib_write_lat / ib_send_lat / ib_read_lat at 8 B (median = t_typical),
+#     ib_write_bw at 64 KiB and 1 MiB (BW average);
+#   - anchors measured in the same run: single-thread memcpy bandwidth
+#     (soft_memcpy_bw) and UCX's shared-memory transport (ucx_perftest with
+#     UCX_TLS=posix,self, Debian's libraries): ucp_put_lat 8 B, ucp_put_bw.
+# Targets (issue 4): write_lat <= 1.0 us, send/read_lat <= 1.5 us,
+# write_bw(64K) >= 10 GB/s, write_bw(1M) >= 0.5 x memcpy(1M),
+# bandwidth >= 0.8 x UCX, latency <= 2 x UCX.
+#   usage: bench/soft/run.sh BUILD_DIR
+set -u
+B=${1:-build}
+B=$(cd "$B" && pwd)
+LIB=$B/lib
+ITERS=${BENCH_ITERS:-10000}
+tmp=$(mktemp -d /tmp/ovsoft-bench.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_listen() {
+  hex=$(printf ':%04X ' "$1"); i=0
+  while [ $i -lt 200 ] && ! grep -q "$hex" /proc/net/tcp /proc/net/tcp6 2>/dev/null; do sleep 0.05; i=$((i+1)); done
+}
+# pair OUTFILE PROG ARGS...: server + client on soft0, client output kept.
+pair() {
+  out=$1; shift; p=$(port)
+  env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 timeout 120 "$@" -d soft0 -p "$p" > "$tmp/srv" 2>&1 &
+  s=$!; wait_listen "$p"
+  env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 timeout 120 "$@" -d soft0 -p "$p" localhost > "$out" 2>&1
+  wait $s
+}
+ucx_pair() {
+  out=$1; shift; p=$(port)
+  env UCX_TLS=posix,self timeout 120 ucx_perftest -p "$p" > "$tmp/usrv" 2>&1 &
+  s=$!; wait_listen "$p"
+  env UCX_TLS=posix,self timeout 120 ucx_perftest localhost -p "$p" "$@" > "$out" 2>&1
+  wait $s
+}
+lat() { awk '/^ *#bytes/ {getline; print $5; exit}' "$1"; }           # t_typical, us
+bw() { awk '/^ *#bytes/ {getline; printf "%.2f", $4/1000; exit}' "$1"; } # GB/s
+ucx_lat() { awk '/^Final:/ {print $3}' "$1"; }
+ucx_bw() { awk '/^Final:/ {printf "%.2f", $5/1000}' "$1"; }
+
+echo "openverbs soft device benchmarks ($(date -u +%FT%TZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+mc64=$("$B/bin/soft_memcpy_bw" 65536 | cut -d' ' -f2)
+mc1m=$("$B/bin/soft_memcpy_bw" 1048576 | cut -d' ' -f2)
+pair "$tmp/wl" ib_write_lat -s 8 -n "$ITERS"
+pair "$tmp/sl" ib_send_lat -s 8 -n "$ITERS"
+pair "$tmp/rl" ib_read_lat -s 8 -n "$ITERS"
+pair "$tmp/wb64" ib_write_bw -s 65536 -n 5000
+pair "$tmp/wb1m" ib_write_bw -s 1048576 -n 2000
+ucx_pair "$tmp/ul" -t ucp_put_lat -s 8 -n 100000
+ucx_pair "$tmp/ub64" -t ucp_put_bw -s 65536 -n 20000
+ucx_pair "$tmp/ub1m" -t ucp_put_bw -s 1048576 -n 2000
+
+wl=$(lat "$tmp/wl"); sl=$(lat "$tmp/sl"); rl=$(lat "$tmp/rl")
+wb64=$(bw "$tmp/wb64"); wb1m=$(bw "$tmp/wb1m")
+ul=$(ucx_lat "$tmp/ul"); ub64=$(ucx_bw "$tmp/ub64"); ub1m=$(ucx_bw "$tmp/ub1m")
+for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m; do
+  eval "x=\${$v}"; [ -n "$x" ] || { echo "missing result: $v (logs in $tmp)"; cat "$tmp"/*; trap - EXIT; exit 1; }
+done
+python3 - "$wl" "$sl" "$rl" "$wb64" "$wb1m" "$ul" "$ub64" "$ub1m" "$mc64" "$mc1m" <<'PY'
+import sys
+wl, sl, rl, wb64, wb1m, ul, ub64, ub1m, mc64, mc1m = map(float, sys.argv[1:])
+rows = [
+  ("ib_write_lat 8 B median (us)", wl, "<= 1.0", wl <= 1.0),
+  ("ib_send_lat 8 B median (us)", sl, "<= 1.5", sl <= 1.5),
+  ("ib_read_lat 8 B median (us)", rl, "<= 1.5", rl <= 1.5),
+  ("ib_write_bw 64 KiB (GB/s)", wb64, ">= 10", wb64 >= 10),
+  ("ib_write_bw 1 MiB (GB/s)", wb1m, ">= %.2f (0.5 x memcpy %.2f)" % (mc1m / 2, mc1m), wb1m >= mc1m / 2),
+  ("write_lat / UCX put_lat (%.3f us)" % ul, wl / ul, "<= 2.0", wl / ul <= 2.0),
+  ("write_bw 64K / UCX put_bw (%.2f GB/s)" % ub64, wb64 / ub64, ">= 0.8", wb64 / ub64 >= 0.8),
+  ("write_bw 1M / UCX put_bw (%.2f GB/s)" % ub1m, wb1m / ub1m, ">= 0.8", wb1m / ub1m >= 0.8),
+]
+print("%-42s %10s  %-30s %s" % ("measure", "value", "target", "met"))
+for name, v, t, ok in rows:
+    print("%-42s %10.3f  %-30s %s" % (name, v, t, "yes" if ok else "NO"))
+print("memcpy single thread: 64 KiB %.2f GB/s, 1 MiB %.2f GB/s" % (mc64, mc1m))
+PY
