@@ -56,7 +56,8 @@ ov_run() {
   ov_check "$name" "$log" "$rc" "$pat" "$t0"
 }
 
-# ov_wait_listen KIND PID: waits until a server is ready or dead.
+# ov_wait_listen KIND PID: waits until the server started as PID (through
+# timeout(1)) is ready, or dead.
 #   KIND tcp:PORT  a TCP socket listens on PORT (ibverbs-utils, perftest)
 #   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
 ov_wait_listen() {
@@ -69,7 +70,12 @@ ov_wait_listen() {
         grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
           return 0 ;;
       cm)
-        rdma res show cm_id 2>/dev/null | grep -q 'state LISTEN' && return 0 ;;
+        # Only this server's listener counts (a previous server's may linger):
+        # PID is timeout(1), the server is its child.
+        local child=""
+        read -r child _ <"/proc/$pid/task/$pid/children" 2>/dev/null
+        [ -n "$child" ] && rdma res show cm_id 2>/dev/null |
+          grep -qE "state LISTEN.* pid $child( |$)" && return 0 ;;
     esac
     sleep 0.1
   done
@@ -165,7 +171,7 @@ ov_xcheck() {
 # and ends the group; otherwise it returns.
 ov_require_ours() {
   if [ "${OV_MODE:-}" = baseline ]; then
-    echo "SKIP $OV_GROUP/all 0.00 (baseline run: ${1:-needs the project's library})"
+    echo "SKIP $OV_GROUP/all 0.00 (baseline run: ${1:-needs the library of this project})"
     exit 0
   fi
 }
