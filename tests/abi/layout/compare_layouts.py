@@ -14,7 +14,9 @@ side, prints for every name present on both sides:
               field occupies, found by storing all ones into a zeroed object)
   enum        sizeof, signedness of the enum type
   enumerator  value, size and signedness of its type
-  typedef     sizeof, alignof
+  typedef     sizeof, alignof, aliased type compatible with the reference's
+  fieldtype   (every non-bit-field member) type compatible with the
+              reference's, up to typedef spelling
   variable    sizeof
   macro       object-like: integer value (+size, signedness), else string
               contents, else a constant pointer value, else the identifier it
@@ -58,6 +60,18 @@ def build_items(key, inv, ref=None):
     """
     kind, name = key.split(" ", 1)
     k = probe.c_string(key)
+    if kind in ("fieldtype", "typedeftype"):
+        # Same type as the reference's member/typedef, up to typedef
+        # spelling (catches void * against struct x *, and the like).
+        if kind == "fieldtype":
+            cname, path = name.split(".", 1)
+            field = next(f for f in ref.records[cname].fields if f.path == path)
+            expr, spelled = "((%s *)0)->%s" % (cname, path), field.qualtype
+        else:
+            expr, spelled = "*(%s *)0" % name, ref.typedef_types[name]
+        return ['{ _Static_assert(__builtin_types_compatible_p(__typeof__(%s), '
+                '__typeof__(%s)), "type"); printf("%%s type=compatible\\n", %s); }'
+                % (expr, spelled, k)]
     if kind == "function":
         # Same parameter and return types, up to typedef spelling:
         # __typeof__ accepts the type-name clang printed for the reference.
@@ -230,6 +244,19 @@ def main():
     # Everything else is measured by the generated program.
     measured = [k for k in common
                 if not (k.startswith("macro ") and ref.macros[k[6:]][1] == "function")]
+    # Type checks derived from the names above, where the reference's
+    # spelling of the type can be written back as a type-name.
+    def writable(spelled):
+        return spelled and not any(w in spelled for w in ("unnamed", "anonymous", "(at "))
+    for key in list(measured):
+        kind, name = key.split(" ", 1)
+        if kind == "field":
+            cname, path = name.split(".", 1)
+            field = next(f for f in ref.records[cname].fields if f.path == path)
+            if not field.bitfield and writable(field.qualtype):
+                measured.append("fieldtype " + name)
+        elif kind == "typedef" and writable(ref.typedef_types.get(name)):
+            measured.append("typedeftype " + name)
     func_macros = sorted(k[6:] for k in common
                          if k.startswith("macro ") and ref.macros[k[6:]][1] == "function")
     invs = {"ref": ref, "ours": ours}
@@ -242,6 +269,14 @@ def main():
     excluded = []
     for key in measured:
         a, b = facts["ref"].get(key), facts["ours"].get(key)
+        if key.startswith(("fieldtype ", "typedeftype ")) and a is not None and b is None:
+            kind, name = key.split(" ", 1)
+            spelled = (ref.typedef_types.get(name) if kind == "typedeftype" else
+                       next(f.qualtype for f in ref.records[name.split(".", 1)[0]].fields
+                            if f.path == name.split(".", 1)[1]))
+            problem("%s: type differs from %s's '%s' (%s)"
+                    % (key, lr, spelled, failed["ours"].get(key, "?")))
+            continue
         if a is None and b is None:
             name = key.split(" ", 1)[1]
             if key.startswith("macro ") and IDENT.match(ref.macros[name][2] or "-") \

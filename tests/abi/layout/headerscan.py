@@ -84,6 +84,7 @@ class Inventory:
         self.enums = {}          # "enum X" -> file
         self.enumerators = {}    # NAME -> file
         self.typedefs = {}       # NAME -> file
+        self.typedef_types = {}  # NAME -> clang's spelling of the aliased type
         self.functions = {}      # NAME -> (file, dict of facts)
         self.function_types = {} # NAME -> clang's spelling of its type
         self.variables = {}      # NAME -> file
@@ -230,6 +231,7 @@ class _AstReader:
                     # typedef struct { ... } name;  C names it by the typedef.
                     self._record(pending_anon, node["name"], header)
                 self.inv.typedefs[node["name"]] = header
+                self.inv.typedef_types[node["name"]] = qual
             elif kind == "EnumDecl":
                 self._enum(node, header)
             elif kind == "FunctionDecl":
