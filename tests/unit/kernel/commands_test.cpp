@@ -571,7 +571,11 @@ TEST(Flow, SpecsAreTranslatedToKernelSpecs)
 		struct ibv_flow_spec_eth eth;
 		struct ibv_flow_spec_ipv4 ipv4;
 		struct ibv_flow_spec_tcp_udp tcp;
-	} __attribute__((packed)) rule = {};
+	} rule = {};
+	// Specs follow each other without padding, as ibv_create_flow expects.
+	static_assert(offsetof(decltype(rule), eth) == sizeof(struct ibv_flow_attr), "eth follows the attr");
+	static_assert(offsetof(decltype(rule), ipv4) == offsetof(decltype(rule), eth) + sizeof(rule.eth), "packed");
+	static_assert(offsetof(decltype(rule), tcp) == offsetof(decltype(rule), ipv4) + sizeof(rule.ipv4), "packed");
 	rule.attr.type = IBV_FLOW_ATTR_NORMAL;
 	rule.attr.size = sizeof(rule);
 	rule.attr.num_of_specs = 3;

@@ -98,9 +98,11 @@ TEST(Fallback, EprotonosupportMarksOnlyThatOp)
 	};
 	ASSERT_EQ(0, ibv_cmd_destroy_qp(&qp));
 	EXPECT_TRUE(c.bit(OV_FALLBACK_BIT(destroy_qp)));
-	for (unsigned b = 0; b < kVerbsOpsCount; ++b)
-		if (b != OV_FALLBACK_BIT(destroy_qp))
+	for (unsigned b = 0; b < kVerbsOpsCount; ++b) {
+		if (b != OV_FALLBACK_BIT(destroy_qp)) {
 			EXPECT_FALSE(c.bit(b)) << b;
+		}
+	}
 	ASSERT_EQ(1u, k.writes.size());
 	LegacyReq<ib_uverbs_destroy_qp> want = {};
 	want.hdr.command = IB_USER_VERBS_CMD_DESTROY_QP;
