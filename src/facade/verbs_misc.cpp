@@ -6,12 +6,10 @@
 #include <cerrno>
 
 // ibv_fork_init(3): 0 or errno value (EINVAL: memory was registered before).
+// errno is left alone, as rdma-core does.
 OV_EXPORT int ibv_fork_init(void)
 {
-	int ret = ov::verbs::fork_init();
-	if (ret)
-		errno = ret;
-	return ret;
+	return ov::verbs::fork_init();
 }
 
 OV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)

@@ -250,10 +250,12 @@ int fork_init() noexcept
 		s.huge_pages = true;
 	if (s.enabled)
 		return 0;
-	if (kernel_copy_on_fork())
-		return 0;
+	// rdma-core 44 reports a late call even when the kernel copies pinned
+	// pages on fork (then the call has nothing else to do).
 	if (s.too_late)
 		return EINVAL;
+	if (kernel_copy_on_fork())
+		return 0;
 	long page = sysconf(_SC_PAGESIZE);
 	if (page <= 0)
 		return errno ? errno : EINVAL;

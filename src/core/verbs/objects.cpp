@@ -269,8 +269,7 @@ int destroy_comp_channel(struct ibv_comp_channel *channel) noexcept
 	pthread_mutex_lock(&ctx->mutex);
 	if (channel->refcnt) {
 		pthread_mutex_unlock(&ctx->mutex);
-		errno = EBUSY;
-		return EBUSY;
+		return EBUSY; // errno untouched, as rdma-core
 	}
 	close(channel->fd);
 	free(channel);
@@ -433,6 +432,11 @@ int query_ece(struct ibv_qp *qp, struct ibv_ece *ece) noexcept
 
 int set_ece(struct ibv_qp *qp, struct ibv_ece *ece) noexcept
 {
+	// Without a vendor there is nothing to negotiate.
+	if (!ece->vendor_id) {
+		errno = EOPNOTSUPP;
+		return EOPNOTSUPP;
+	}
 	return get_ops(qp->context)->set_ece(qp, ece);
 }
 

@@ -255,8 +255,9 @@ int query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
 	int ret = 0;
 	if (!gid_ioctl_known_unsupported(ctx)) {
 		DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_GID_ENTRY, 4);
-		fill_attr_in_uint32(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_PORT, port);
-		fill_attr_in_uint32(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, index);
+		// Port and index are kernel "const" attributes: always 64 bits wide.
+		fill_attr_const_in(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_PORT, port);
+		fill_attr_const_in(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, index);
 		fill_attr_in_uint32(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, flags);
 		fill_attr_out(cmdb, UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, entry,
 			      sizeof(struct ib_uverbs_gid_entry));
@@ -319,7 +320,7 @@ ssize_t query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
 	if (!gid_ioctl_known_unsupported(ctx)) {
 		uint64_t num = 0;
 		DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_GID_TABLE, 4);
-		fill_attr_in_uint64(cmdb, UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, entry_size);
+		fill_attr_const_in(cmdb, UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, entry_size);
 		fill_attr_in_uint32(cmdb, UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, flags);
 		fill_attr_out(cmdb, UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, entries,
 			      entry_size * max_entries);
