@@ -348,3 +348,62 @@ TEST(Write, WriteErrnoPassesThrough)
 	want.core.solicited_only = 1;
 	EXPECT_EQ(0, std::memcmp(k.writes.at(0).bytes.data(), &want, sizeof(want)));
 }
+
+TEST(Ioctl, ProviderBuffersFromCmdIoctlHelpersInteroperate)
+{
+	// A provider builds its driver attributes with the cmd_ioctl.h macros and
+	// chains them to a final buffer it also declares with them.
+	FakeKernel k;
+	FakeContext c;
+	DECLARE_COMMAND_BUFFER(drv, UVERBS_OBJECT_DM, UVERBS_METHOD_DM_ALLOC, 2);
+	fill_attr_in_uint32(drv, 0x1000, 0xabcd);
+	struct ib_uverbs_attr *drv_out = fill_attr_out_obj(drv, 0x1001);
+	DECLARE_COMMAND_BUFFER_LINK(cmdb, UVERBS_OBJECT_DM, UVERBS_METHOD_DM_ALLOC, 1, drv);
+	struct ib_uverbs_attr *h = fill_attr_out_obj(cmdb, UVERBS_ATTR_ALLOC_DM_HANDLE);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		kt::live_attr(hdr, UVERBS_ATTR_ALLOC_DM_HANDLE)->data = 5;
+		kt::live_attr(hdr, 0x1001)->data = 6;
+		return 0;
+	};
+	ASSERT_EQ(0, execute_ioctl(c.ctx(), cmdb));
+	const auto &call = k.ioctls.at(0);
+	ASSERT_EQ(3u, call.attrs.size());
+	EXPECT_EQ(UVERBS_ATTR_ALLOC_DM_HANDLE, call.attrs[0].attr_id);
+	EXPECT_EQ(0x1000, call.attrs[1].attr_id);
+	EXPECT_EQ(0xabcdu, call.attrs[1].data);
+	EXPECT_EQ(0x1001, call.attrs[2].attr_id);
+	EXPECT_EQ(sizeof(struct ib_uverbs_ioctl_hdr) + 3 * sizeof(struct ib_uverbs_attr), call.hdr().length);
+	EXPECT_EQ(5u, read_attr_obj(UVERBS_ATTR_ALLOC_DM_HANDLE, h));
+	EXPECT_EQ(6u, read_attr_obj(0x1001, drv_out));
+}
+
+TEST(Ioctl, LargeBuffersLiveOnTheHeap)
+{
+	FakeKernel k;
+	FakeContext c;
+	CommandBuffer cmdb(UVERBS_OBJECT_FLOW_ACTION, UVERBS_METHOD_FLOW_ACTION_ESP_CREATE, 100);
+	ASSERT_TRUE(cmdb.ok());
+	for (uint16_t i = 0; i < 100; ++i)
+		ASSERT_NE(nullptr, cmdb.const_in(i, i));
+	EXPECT_EQ(nullptr, cmdb.const_in(100, 100));
+	cmdb->buffer_error = 0;
+	ASSERT_EQ(0, run_ioctl(c.ctx(), cmdb.get()));
+	ASSERT_EQ(100u, k.ioctls.at(0).attrs.size());
+	EXPECT_EQ(99u, k.ioctls[0].attrs[99].data);
+}
+
+TEST(Write, LegacyRequestNeedsEnoughHeadroom)
+{
+	// A UHW whose headroom cannot hold the request (a provider passing a
+	// smaller head than the command needs) is refused, not overrun.
+	uint64_t drv = 0;
+	CommandBuffer link(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 2);
+	link.set_uhw(&drv, 0, sizeof(drv), nullptr, 0, 0);
+	ASSERT_NE(0xFF, link->uhw_in_idx);
+	LegacyReq<ib_uverbs_create_cq> onstack;
+	EXPECT_EQ(nullptr, legacy_req(link.get(), &onstack, sizeof(onstack.core)));
+	// Without UHW the stack copy is used.
+	CommandBuffer none(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 2);
+	EXPECT_EQ(&onstack.core, legacy_req(none.get(), &onstack, sizeof(onstack.core)));
+	EXPECT_EQ(sizeof(onstack) / 4, onstack.hdr.in_words);
+}
