@@ -73,7 +73,7 @@ fi
 ip_hex=$(printf '%02x%02x:%02x%02x' ${RXE_IP//./ })
 sysd=/sys/class/infiniband/$RXE_DEV/ports/1
 RXE_GID_INDEX=""
-for i in {1..100}; do
+for _ in {1..100}; do
   for f in $(grep -l "0000:0000:0000:0000:0000:ffff:$ip_hex" "$sysd"/gids/* 2>/dev/null); do
     n=${f##*/}
     if grep -q 'RoCE v2' "$sysd/gid_attrs/types/$n" 2>/dev/null; then RXE_GID_INDEX=$n; break; fi

@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2154 # ov_* come from the kernel command line
 # Stage 1 of the test-bed guest (PID 1 inside the busybox initramfs).
 # Loads, from RAM, the modules for virtio-9p and for RDMA (rxe, siw), mounts the
 # host's root read-only over 9p with the guest's own filesystems and the

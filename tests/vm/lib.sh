@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Helpers for test-bed groups (bash; source it from a group script):
 #   . "$OV_REPO/tests/vm/lib.sh"
 # Every helper prints exactly one result line on stdout:

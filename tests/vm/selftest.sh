@@ -69,7 +69,7 @@ expect_fast_failure missing-dir 20 'does not exist' -- --lib "$work/no-such-dir"
 #    is left: once after rxe0 (--timeout), once before stage 2 (--boot-timeout).
 # hang_case NAME WHERE OPTION LIMIT MESSAGE
 hang_case() {
-  local name=$1 where=$2 opt=$3 limit=$4 msg=$5 t0 rc el res qpid left log=$work/$1.log
+  local name=$1 where=$2 opt=$3 limit=$4 msg=$5 t0 rc el qpid left log=$work/$1.log
   t0=$(now)
   "$here/run.sh" --build-dir "$work/build" --baseline --only rxe-verbs "${kernel_args[@]}" \
     --debug-hang "$where" "$opt" "$limit" >"$log" 2>&1; rc=$?

@@ -1,6 +1,7 @@
 #!/bin/bash
 # perftest (Debian's, unmodified) on soft-RoCE rxe0, out-of-band exchange over
 # TCP, GID index $RXE_GID_INDEX. Small iteration counts: the guest runs under TCG.
+# shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 d=$RXE_DEV x=$RXE_GID_INDEX
 n=${OV_PERFTEST_ITERS:-1000}

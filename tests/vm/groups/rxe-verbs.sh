@@ -2,6 +2,7 @@
 # ibverbs-utils (Debian's, unmodified) on soft-RoCE: rxe0, RoCE v2 over IPv4,
 # GID index $RXE_GID_INDEX. Server and client run in the same guest; -n keeps
 # the exchange short (the guest runs under TCG).
+# shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 d=$RXE_DEV g=$RXE_GID_INDEX
 n=${OV_PINGPONG_ITERS:-200}
@@ -12,7 +13,7 @@ pp() {
   ov_pair "$name" tcp:18515 "$tool -d $d -g $g -n $n $*" "$tool -d $d -g $g -n $n $* 127.0.0.1"
 }
 
-ov_run ibv_devices --expect "^[[:space:]]*$d[[:space:]]" -- ibv_devices
+ov_run ibv_devices --expect "^[[:space:]]*${d}[[:space:]]" -- ibv_devices
 ov_run ibv_devinfo-v --expect "hca_id:[[:space:]]*$d" -- ibv_devinfo -v -d "$d"
 pp ibv_rc_pingpong ibv_rc_pingpong
 pp ibv_rc_pingpong-e ibv_rc_pingpong -e

@@ -1,6 +1,7 @@
 #!/bin/bash
 # perftest (Debian's, unmodified) on soft-iWARP siw0: iWARP connects through
 # rdma_cm only, hence -R; the client reaches the server at $SIW_IP.
+# shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 d=$SIW_DEV
 n=${OV_PERFTEST_ITERS:-1000}

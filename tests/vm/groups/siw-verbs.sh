@@ -3,6 +3,7 @@
 # the ping-pong tools exchange addresses over TCP and connect their QPs with
 # ibv_modify_qp, which iWARP refuses (it connects through rdma_cm only), and
 # siw implements RC QPs only (no UC, no UD).
+# shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 d=$SIW_DEV
 
