@@ -510,6 +510,10 @@ static bool anon_private_rw(uintptr_t start, uintptr_t end)
 // Replaces [start, end) by a private anonymous copy (undoes the sharing).
 static void privatize(uintptr_t start, uintptr_t end)
 {
+	// Absent in a child when the range was marked MADV_DONTFORK
+	// (ibv_fork_init): nothing to do then.
+	if (madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
+		return;
 	void *p = mmap(nullptr, end - start, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
 	if (p == MAP_FAILED)

@@ -1121,6 +1121,24 @@ TEST_F(Loop, ParentDomainAndThreadDomain)
 	EXPECT_EQ(ibv_dealloc_td(td), 0);
 }
 
+TEST_F(Loop, ForkKeepsRegisteredMemoryPrivate)
+{
+	// Registration may back the pages by a shared file; a child made by
+	// fork() must still get a private copy, as with any other memory.
+	memset(bufa.data(), 'P', 4096 * 2);
+	pid_t c = fork();
+	if (c == 0) {
+		memset(bufa.data(), 'C', 4096 * 2);
+		char *p = static_cast<char *>(malloc(100)); // the heap still works
+		_exit(p && bufa[5000] == 'C' ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	EXPECT_EQ(st, 0);
+	EXPECT_EQ(bufa[5000], 'P');
+	EXPECT_EQ(bufa[0], 'P');
+}
+
 // ------------------------------------------------------------------ processes
 
 // Peer protocol over a pipe pair: the peer prints "qpn rkey addr" after
