@@ -157,6 +157,36 @@ bool run(struct ibv_context *ctx, int gid_index, bool rc)
 		CHECK(errno == EOPNOTSUPP || errno == ENOSYS, "create_srq (or not supported)");
 	}
 
+	// Extended CQ and QP (ibv_cmd_create_cq_ex / ibv_cmd_create_qp_ex2).
+	struct ibv_cq_init_attr_ex cqa = {};
+	cqa.cqe = 8;
+	cqa.wc_flags = IBV_WC_STANDARD_FLAGS;
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &cqa);
+	if (cqx) {
+		std::printf("ok: create_cq_ex\n");
+		struct ibv_qp_init_attr_ex qx = {};
+		qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qx.pd = pd;
+		qx.send_cq = ibv_cq_ex_to_cq(cqx);
+		qx.recv_cq = ibv_cq_ex_to_cq(cqx);
+		qx.qp_type = IBV_QPT_RC;
+		qx.cap.max_send_wr = 2;
+		qx.cap.max_recv_wr = 2;
+		qx.cap.max_send_sge = 1;
+		qx.cap.max_recv_sge = 1;
+		qx.send_ops_flags = IBV_QP_EX_WITH_SEND;
+		struct ibv_qp *q = ibv_create_qp_ex(ctx, &qx);
+		if (q) {
+			std::printf("ok: create_qp_ex (qpn 0x%x)\n", q->qp_num);
+			CHECK(!ibv_destroy_qp(q), "destroy_qp (ex)");
+		} else {
+			CHECK(errno == EOPNOTSUPP, "create_qp_ex (or not supported)");
+		}
+		CHECK(!ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), "destroy_cq (ex)");
+	} else {
+		CHECK(errno == EOPNOTSUPP, "create_cq_ex (or not supported)");
+	}
+
 	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
 	if (mw)
 		CHECK(!ibv_dealloc_mw(mw), "alloc_mw/dealloc_mw");
