@@ -214,9 +214,13 @@ echo "vm: qemu pid ${qemu_real:-unknown}"
 printed=0 t_rxe="" verdict="" stage2=0
 show_new() {
   local lines i
+  local n
   mapfile -t lines <"$res/results.txt"
-  for ((i = printed; i < ${#lines[@]}; i++)); do echo "${lines[i]}"; done
-  printed=${#lines[@]}
+  n=${#lines[@]}
+  # A line the guest is still writing is printed next time.
+  [ "$n" -gt 0 ] && [ -n "$(tail -c 1 "$res/results.txt")" ] && n=$((n - 1))
+  for ((i = printed; i < n; i++)); do echo "${lines[i]}"; done
+  [ "$n" -gt "$printed" ] && printed=$n
 }
 while kill -0 "$qpid" 2>/dev/null; do
   show_new
