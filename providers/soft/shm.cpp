@@ -334,6 +334,49 @@ static int map_segment(Segment *seg)
 	return 0;
 }
 
+// Locks on the segment file (open file description locks, dropped by the
+// kernel when the last descriptor closes, i.e. also when a process dies):
+//   byte 0: held exclusively while a process attaches or detaches;
+//   byte 1: held shared by every attached process for as long as it is
+//           attached. Getting it exclusively means nobody else is attached.
+static int range_lock(int fd, short type, off_t start, bool wait)
+{
+	struct flock fl = {};
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = start;
+	fl.l_len = 1;
+	return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0 ? 0 : errno;
+}
+
+static bool header_ok(const SegmentHeader *h, int index)
+{
+	return h->magic == kMagic && h->version == kLayoutVersion && h->size == segment_bytes() &&
+	       h->uid == geteuid() && h->device_index == uint32_t(index) &&
+	       h->checksum == header_checksum(h) && h->arena_offset == header_bytes() &&
+	       h->arena_size == kArenaSize && h->arena_initialised == 1;
+}
+
+static void init_header(Segment *seg, int index)
+{
+	SegmentHeader *h = seg->hdr;
+	h->magic = kMagic;
+	h->version = kLayoutVersion;
+	h->device_index = index;
+	h->size = segment_bytes();
+	h->uid = geteuid();
+	h->arena_offset = header_bytes();
+	h->arena_size = kArenaSize;
+	h->checksum = header_checksum(h);
+	shm_mutex_init(&h->lock);
+	shm_mutex_init(&h->atomic_lock);
+	h->next_pd_id.store(1);
+	h->next_xrcd_id.store(1);
+	h->key_gen.store(1);
+	arena_init(seg);
+	h->arena_initialised = 1;
+}
+
 static int attach_new(int index, Segment *seg)
 {
 	char dir[96];
@@ -344,77 +387,71 @@ static int attach_new(int index, Segment *seg)
 	seg->index = index;
 	for (int tries = 0; tries < 100; tries++) {
 		int fd = open(seg->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == ENOENT && tries < 99) { // directory removed meanwhile
+				user_dir(dir, sizeof(dir));
+				continue;
+			}
 			return errno;
-		if (flock(fd, LOCK_EX) != 0) {
-			rc = errno;
-			close(fd);
-			return rc;
 		}
+		auto fail = [&](int e) {
+			if (seg->base)
+				munmap(seg->base, seg->size);
+			seg->base = nullptr;
+			seg->hdr = nullptr;
+			close(fd);
+			seg->fd = -1;
+			return e;
+		};
+		if ((rc = range_lock(fd, F_WRLCK, 0, true)))
+			return fail(rc);
 		struct stat st;
-		if (fstat(fd, &st) != 0) {
-			rc = errno;
-			close(fd);
-			return rc;
-		}
+		if (fstat(fd, &st) != 0)
+			return fail(errno);
 		if (st.st_nlink == 0) { // unlinked by a departing last user: retry
 			close(fd);
 			continue;
 		}
 		if (st.st_uid != geteuid() || (st.st_mode & 077) || !S_ISREG(st.st_mode)) {
-			close(fd);
 			softlog(1, "%s has wrong owner or mode: refusing it", seg->path);
-			return EPERM;
+			return fail(EPERM);
 		}
 		seg->fd = fd;
-		bool fresh = st.st_size == 0;
-		if (fresh && ftruncate(fd, segment_bytes()) != 0) {
-			rc = errno;
-			close(fd);
-			seg->fd = -1;
-			return rc;
+		// Nobody attached (every user holds byte 1 shared): whatever the
+		// file holds is left over from dead processes, start afresh.
+		bool alone = range_lock(fd, F_WRLCK, 1, false) == 0;
+		if (alone) {
+			if (st.st_size && uint64_t(st.st_size) == segment_bytes()) {
+				if ((rc = map_segment(seg)))
+					return fail(rc);
+				if (!header_ok(seg->hdr, index))
+					softlog(2, "%s: damaged or foreign segment with no user: "
+						   "reinitialised", seg->path);
+				munmap(seg->base, seg->size);
+				seg->base = nullptr;
+			}
+			if (ftruncate(fd, 0) != 0 || ftruncate(fd, segment_bytes()) != 0)
+				return fail(errno);
+			if ((rc = map_segment(seg)))
+				return fail(rc);
+			init_header(seg, index);
+		} else {
+			if (uint64_t(st.st_size) != segment_bytes()) {
+				softlog(1, "%s: size %lld does not match this layout: damaged or foreign "
+					   "segment in use, not trusting it", seg->path, (long long)st.st_size);
+				return fail(EPROTO);
+			}
+			if ((rc = map_segment(seg)))
+				return fail(rc);
+			if (!header_ok(seg->hdr, index)) {
+				softlog(1, "%s: damaged segment header while in use: not trusting it",
+					seg->path);
+				return fail(EPROTO);
+			}
 		}
-		if (!fresh && uint64_t(st.st_size) != segment_bytes()) {
-			softlog(1, "%s: size %lld does not match this layout: damaged or foreign",
-				seg->path, (long long)st.st_size);
-			close(fd);
-			seg->fd = -1;
-			return EPROTO;
-		}
-		rc = map_segment(seg);
-		if (rc) {
-			close(fd);
-			seg->fd = -1;
-			return rc;
-		}
+		if ((rc = range_lock(fd, F_RDLCK, 1, false)))
+			return fail(rc);
 		SegmentHeader *h = seg->hdr;
-		if (fresh) {
-			h->magic = kMagic;
-			h->version = kLayoutVersion;
-			h->device_index = index;
-			h->size = segment_bytes();
-			h->uid = geteuid();
-			h->arena_offset = header_bytes();
-			h->arena_size = kArenaSize;
-			h->checksum = header_checksum(h);
-			shm_mutex_init(&h->lock);
-			shm_mutex_init(&h->atomic_lock);
-			h->next_pd_id.store(1);
-			h->next_xrcd_id.store(1);
-			h->key_gen.store(1);
-			arena_init(seg);
-			h->arena_initialised = 1;
-		} else if (h->magic != kMagic || h->version != kLayoutVersion ||
-			   h->size != segment_bytes() || h->uid != geteuid() ||
-			   h->device_index != uint32_t(index) || h->checksum != header_checksum(h) ||
-			   h->arena_offset != header_bytes() || h->arena_size != kArenaSize) {
-			softlog(1, "%s: damaged segment header: not trusting it (remove the file "
-				   "once no process uses soft%d)", seg->path, index);
-			munmap(seg->base, seg->size);
-			close(fd);
-			seg->fd = -1;
-			return EPROTO;
-		}
 		// Register this process.
 		shm_lock(&h->lock);
 		reap_locked(seg, false);
@@ -439,13 +476,9 @@ static int attach_new(int index, Segment *seg)
 			}
 		}
 		shm_unlock(&h->lock);
-		flock(fd, LOCK_UN);
-		if (slot == UINT32_MAX) {
-			munmap(seg->base, seg->size);
-			close(fd);
-			seg->fd = -1;
-			return EAGAIN;
-		}
+		range_lock(fd, F_UNLCK, 0, false);
+		if (slot == UINT32_MAX)
+			return fail(EAGAIN);
 		seg->my_proc = slot;
 		return 0;
 	}
@@ -589,25 +622,23 @@ void segment_detach(Segment *seg)
 		return;
 	}
 	a->seg = nullptr;
-	flock(seg->fd, LOCK_EX);
+	range_lock(seg->fd, F_WRLCK, 0, true);
 	shm_lock(&h->lock);
 	free_owned(seg, seg->my_proc);
 	h->procs[seg->my_proc].in_use.store(0);
 	reap_locked(seg, false);
-	bool anyone = false;
-	for (auto &p : h->procs)
-		if (p.in_use.load())
-			anyone = true;
 	shm_unlock(&h->lock);
+	// Last user (no other process holds byte 1): remove the state.
+	range_lock(seg->fd, F_UNLCK, 1, false);
+	bool anyone = range_lock(seg->fd, F_WRLCK, 1, false) != 0;
 	if (!anyone) {
 		unlink(seg->path);
 		char dir[96];
 		snprintf(dir, sizeof(dir), "/dev/shm/openverbs-%u", (unsigned)geteuid());
 		rmdir(dir); // fails quietly while other devices are in use
 	}
-	flock(seg->fd, LOCK_UN);
 	munmap(seg->base, seg->size);
-	close(seg->fd);
+	close(seg->fd); // drops the locks
 	delete seg;
 	pthread_mutex_unlock(&g_attach_lock);
 }

@@ -39,7 +39,7 @@ inline constexpr uint32_t kMaxMcast = 256;
 inline constexpr uint32_t kMaxMcastAttach = 16; // QPs per multicast group
 inline constexpr uint32_t kQpnBase = 0x20;      // QP numbers are slot + base
 inline constexpr uint32_t kSrqnBase = 0x20;
-inline constexpr uint64_t kArenaSize = 1ull << 30; // sparse: pages are touched on use
+inline constexpr uint64_t kArenaSize = 256ull << 20; // sparse: pages are touched on use
 
 // Robust, process-shared mutex in the segment (EOWNERDEAD is recovered).
 struct ShmMutex {

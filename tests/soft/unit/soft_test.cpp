@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -1374,39 +1375,94 @@ TEST(SoftProcesses, NothingLeftInDevShmAfterAllExit)
 	EXPECT_NE(stat((dir + "/soft3").c_str(), &st), 0) << "soft3 state still present";
 }
 
-TEST(SoftProcesses, DamagedSegmentIsRefused)
+TEST(SoftProcesses, AnotherUserCanNeitherReachNorRead)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root to become another user";
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	static char secret[4096] = "secret";
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	ibv_mr *mr = ibv_reg_mr(pd, secret, sizeof(secret), kAllAccess);
+	ASSERT_NE(mr, nullptr);
+	std::string seg = "/dev/shm/openverbs-0/soft0";
+	pid_t parent = getpid();
+	pid_t c = fork();
+	if (c == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(10);
+		// Our segment is out of reach...
+		if (open(seg.c_str(), O_RDONLY) >= 0 || errno != EACCES)
+			_exit(11);
+		// ...and so is our memory.
+		char buf[8];
+		iovec l = {buf, 8}, r = {secret, 8};
+		if (process_vm_readv(parent, &l, 1, &r, 1, 0) >= 0)
+			_exit(12);
+		// Its own soft0 is a different device state (its own directory).
+		ibv_context *other = open_soft();
+		if (!other)
+			_exit(13);
+		ibv_close_device(other);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(WEXITSTATUS(st), 0);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+}
+
+TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 {
 	std::string dir = "/dev/shm/openverbs-" + std::to_string(getuid());
-	mkdir(dir.c_str(), 0700);
-	ibv_context *probe = open_soft(5); // learn the size of a good segment
-	ASSERT_NE(probe, nullptr);
-	struct stat st;
-	ASSERT_EQ(stat((dir + "/soft5").c_str(), &st), 0);
-	off_t size = st.st_size;
-	ibv_close_device(probe); // last user: the directory goes too
-	mkdir(dir.c_str(), 0700);
 	std::string path = dir + "/soft5";
-	int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	// A user of soft5 in another process.
+	int ready[2];
+	ASSERT_EQ(pipe(ready), 0);
+	pid_t c = fork();
+	if (c == 0) {
+		ibv_context *ctx = open_soft(5);
+		char ok = ctx ? 'y' : 'n';
+		if (write(ready[1], &ok, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	ASSERT_EQ(read(ready[0], &ok, 1), 1);
+	ASSERT_EQ(ok, 'y');
+	struct stat st;
+	ASSERT_EQ(stat(path.c_str(), &st), 0);
+	// Damage the header: a new opener must refuse it (EPROTO).
+	int fd = open(path.c_str(), O_RDWR);
 	ASSERT_GE(fd, 0);
-	ASSERT_EQ(ftruncate(fd, size), 0);
 	const char junk[] = "this is not a soft segment header";
 	ASSERT_EQ(pwrite(fd, junk, sizeof(junk), 0), ssize_t(sizeof(junk)));
-	close(fd);
 	errno = 0;
 	ibv_context *ctx = open_soft(5);
 	EXPECT_EQ(ctx, nullptr);
 	EXPECT_EQ(errno, EPROTO);
-	if (ctx)
-		ibv_close_device(ctx);
-	unlink(path.c_str());
-	// Wrong size is refused too.
-	fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	// A wrong size is refused too.
 	ASSERT_EQ(ftruncate(fd, 4096), 0);
 	close(fd);
+	errno = 0;
 	EXPECT_EQ(open_soft(5), nullptr);
 	EXPECT_EQ(errno, EPROTO);
-	unlink(path.c_str());
-	rmdir(dir.c_str());
+	// Once nobody uses it, the next opener starts afresh.
+	kill(c, SIGKILL);
+	waitpid(c, nullptr, 0);
+	ctx = open_soft(5);
+	ASSERT_NE(ctx, nullptr) << strerror(errno);
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	EXPECT_NE(pd, nullptr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	EXPECT_NE(stat(path.c_str(), &st), 0); // last user removed it
+	close(ready[0]);
+	close(ready[1]);
 }
 
 } // namespace
