@@ -184,6 +184,9 @@ int cmd_resize_cq(struct ibv_cq *cq, int cqe, void *cmd, size_t cmd_size, struct
 {
 	if (!cq || !cmd || !resp)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_resize_cq>)
+		return fail(EINVAL);
 	auto *core = core_of<ib_uverbs_resize_cq>(cmd);
 	core->response = ptr_to_u64(resp);
 	core->cq_handle = cq->handle;
@@ -199,6 +202,9 @@ int cmd_resize_cq(struct ibv_cq *cq, int cqe, void *cmd, size_t cmd_size, struct
 int cmd_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr, void *cmd, size_t cmd_size) noexcept
 {
 	if (!cq || !attr || !cmd)
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacyExSize<ib_uverbs_ex_modify_cq>)
 		return fail(EINVAL);
 	if (attr->attr_mask >= IBV_CQ_ATTR_RESERVED)
 		return fail(EINVAL);

@@ -47,6 +47,9 @@ int cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd, void *cmd, size
 {
 	if (!context || !pd || !cmd || !resp)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_alloc_pd>)
+		return fail(EINVAL);
 	core_of<ib_uverbs_alloc_pd>(cmd)->response = ptr_to_u64(resp);
 	int ret = send_write(context, IB_USER_VERBS_CMD_ALLOC_PD, cmd, kLegacySize<ib_uverbs_alloc_pd>, cmd_size,
 			     resp, sizeof(*resp), resp_size);
@@ -73,6 +76,9 @@ int cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va, in
 {
 	if (!pd || !vmr || !cmd || !resp)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_reg_mr>)
+		return fail(EINVAL);
 	auto *core = core_of<ib_uverbs_reg_mr>(cmd);
 	core->response = ptr_to_u64(resp);
 	core->start = ptr_to_u64(addr);
@@ -98,6 +104,9 @@ int cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr, size_t length
 		 size_t resp_sz) noexcept
 {
 	if (!vmr || !cmd || !resp || ((flags & IBV_REREG_MR_CHANGE_PD) && !pd))
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_sz < kLegacySize<ib_uverbs_rereg_mr>)
 		return fail(EINVAL);
 	auto *core = core_of<ib_uverbs_rereg_mr>(cmd);
 	core->response = ptr_to_u64(resp);
@@ -211,6 +220,9 @@ int cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw, vo
 {
 	if (!pd || !mw || !cmd || !resp)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_alloc_mw>)
+		return fail(EINVAL);
 	auto *core = core_of<ib_uverbs_alloc_mw>(cmd);
 	core->response = ptr_to_u64(resp);
 	core->pd_handle = pd->handle;
@@ -243,6 +255,9 @@ int cmd_open_xrcd(struct ibv_context *context, struct verbs_xrcd *xrcd, int vxrc
 		  struct ib_uverbs_open_xrcd_resp *resp, size_t resp_size) noexcept
 {
 	if (!context || !xrcd || !attr || !cmd || !resp)
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_open_xrcd>)
 		return fail(EINVAL);
 	if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED)
 		return fail(EOPNOTSUPP);

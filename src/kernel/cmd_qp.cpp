@@ -383,6 +383,9 @@ int cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz, st
 {
 	if (!context || !qp || !attr || !cmd || !resp)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_open_qp>)
+		return fail(EINVAL);
 	if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED)
 		return fail(EOPNOTSUPP);
 	if (!(attr->comp_mask & IBV_QP_OPEN_ATTR_XRCD) || !(attr->comp_mask & IBV_QP_OPEN_ATTR_NUM) ||
@@ -425,6 +428,9 @@ int cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, str
 		 void *cmd, size_t cmd_size) noexcept
 {
 	if (!qp || !attr || !init_attr || !cmd)
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_query_qp>)
 		return fail(EINVAL);
 	// From IBV_QP_RATE_LIMIT on, attributes only exist in the extended API.
 	if (attr_mask & ~(IBV_QP_RATE_LIMIT - 1))
@@ -481,6 +487,9 @@ int cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, str
 int cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, void *cmd, size_t cmd_size) noexcept
 {
 	if (!qp || !attr || !cmd)
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_modify_qp>)
 		return fail(EINVAL);
 	// Masks beyond IBV_QP_DEST_QPN need the extended command.
 	if (attr_mask & ~((IBV_QP_DEST_QPN << 1) - 1))

@@ -203,6 +203,9 @@ int cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_a
 {
 	if (!srq || !srq_attr || !cmd)
 		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_modify_srq>)
+		return fail(EINVAL);
 	auto *core = core_of<ib_uverbs_modify_srq>(cmd);
 	core->srq_handle = srq->handle;
 	core->attr_mask = (uint32_t)srq_attr_mask;
@@ -215,6 +218,9 @@ int cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_a
 int cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, void *cmd, size_t cmd_size) noexcept
 {
 	if (!srq || !srq_attr || !cmd)
+		return fail(EINVAL);
+	// The provider's buffer must hold at least the command's head.
+	if (cmd_size < kLegacySize<ib_uverbs_query_srq>)
 		return fail(EINVAL);
 	struct ib_uverbs_query_srq_resp resp = {};
 	auto *core = core_of<ib_uverbs_query_srq>(cmd);

@@ -701,3 +701,24 @@ TEST(IoctlOnly, DmMrMustBeZeroBased)
 	EXPECT_EQ(64u, mr.ibv_mr.length);
 	EXPECT_EQ(IBV_MR_TYPE_MR, mr.mr_type);
 }
+
+TEST(BadInput, ShortProviderBuffersAreRefusedUntouched)
+{
+	FakeKernel k;
+	FakeContext c(false);
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	unsigned char small[8];
+	std::memset(small, 0x5a, sizeof(small));
+	struct ib_uverbs_alloc_pd_resp resp = {};
+	EXPECT_EQ(EINVAL, ibv_cmd_alloc_pd(c.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(small), sizeof(small),
+					   &resp, sizeof(resp)));
+	struct ibv_qp qp = {};
+	qp.context = c.ctx();
+	struct ibv_qp_attr attr = {};
+	EXPECT_EQ(EINVAL, ibv_cmd_modify_qp(&qp, &attr, IBV_QP_STATE, reinterpret_cast<struct ibv_modify_qp *>(small),
+					    sizeof(small)));
+	for (unsigned char b : small)
+		EXPECT_EQ(0x5a, b);
+	EXPECT_TRUE(k.writes.empty());
+}
