@@ -13,6 +13,23 @@ OV_TEST_TIMEOUT=${OV_TEST_TIMEOUT:-90}
 mkdir -p "$OV_LOGDIR"
 ov_failed=0
 
+# ov_sleep SECONDS: sleeps without starting a process (every exec is slow
+# under TCG): a read with a timeout on a pipe that never delivers.
+exec {ov_sleep_fd}<> <(:)
+ov_sleep() { read -r -t "$1" -u "$ov_sleep_fd" _; return 0; }
+
+# ov_tcp_listening PORT: a TCP socket (v4 or v6) listens on PORT.
+ov_tcp_listening() {
+  local hex f sl local_addr rem st _
+  printf -v hex '%04X' "$1"
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    while read -r sl local_addr rem st _; do
+      [ "$st" = 0A ] && [ "${local_addr##*:}" = "$hex" ] && return 0
+    done <"$f"
+  done 2>/dev/null
+  return 1
+}
+
 # Microseconds since the epoch, without starting a process.
 ov_now() { echo "${EPOCHREALTIME//[!0-9]/}"; }
 ov_secs() { local d=$(( $(ov_now) - $1 )); printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000)); }
@@ -62,14 +79,12 @@ ov_run() {
 #   KIND tcp:PORT  a TCP socket listens on PORT (ibverbs-utils, perftest)
 #   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
 ov_wait_listen() {
-  local kind=$1 pid=$2 i hex
+  local kind=$1 pid=$2 i
   for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
     kill -0 "$pid" 2>/dev/null || return 1
     case $kind in
       tcp:*)
-        printf -v hex '%04X' "${kind#tcp:}"
-        grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
-          return 0 ;;
+        ov_tcp_listening "${kind#tcp:}" && return 0 ;;
       cm)
         # Only this server's listener counts (a previous server's may linger):
         # PID is timeout(1), the server is its child.
@@ -78,7 +93,7 @@ ov_wait_listen() {
         [ -n "$child" ] && rdma res show cm_id 2>/dev/null |
           grep -qE "state LISTEN.* pid $child( |$)" && return 0 ;;
     esac
-    sleep 0.1
+    ov_sleep 0.1
   done
   return 1
 }
@@ -102,7 +117,7 @@ ov_pair() {
   echo "+ client: $cli" >>"$log"
   # shellcheck disable=SC2086
   timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1; rc=$?
-  [ "$rc" = 0 ] || { sleep 0.5; kill "$spid" 2>/dev/null; }
+  [ "$rc" = 0 ] || { ov_sleep 0.5; kill "$spid" 2>/dev/null; }
   wait "$spid"; src=$?
   { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
   if [ "$rc" = 0 ] && [ "$src" != 0 ]; then rc=$src; fi
@@ -136,10 +151,10 @@ ov_xfail_pair() {
     cpid=$!
     # A failed peer can leave the other side waiting for a message that never
     # comes: once one side has exited, the other gets 3 s to finish.
-    while kill -0 "$cpid" 2>/dev/null && kill -0 "$spid" 2>/dev/null; do sleep 0.1; done
+    while kill -0 "$cpid" 2>/dev/null && kill -0 "$spid" 2>/dev/null; do ov_sleep 0.1; done
     for ((i = 0; i < 30; i++)); do
       kill -0 "$cpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null || break
-      sleep 0.1
+      ov_sleep 0.1
     done
     kill "$cpid" "$spid" 2>/dev/null
     wait "$cpid"; rc=$?
