@@ -12,11 +12,8 @@
 // RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK) need none of this: IBV_FORK_UNNEEDED.
 #include "core/verbs/verbs.h"
 #include "common/env.h"
+#include "core/discovery.h"
 
-#include <netlink/attr.h>
-#include <netlink/msg.h>
-#include <netlink/netlink.h>
-#include <rdma/rdma_netlink.h>
 
 #include <cerrno>
 #include <cinttypes>
@@ -204,41 +201,16 @@ int madvise_range(void *base, size_t size, int delta)
 	}
 }
 
-int read_copy_on_fork()
-{
-	struct nl_sock *sock = nl_socket_alloc();
-	if (!sock)
-		return 0;
-	int result = 0;
-	if (nl_connect(sock, NETLINK_RDMA) == 0) {
-		struct nl_msg *msg = nlmsg_alloc_simple(
-			RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET), 0);
-		if (msg && nl_send_auto(sock, msg) >= 0) {
-			struct sockaddr_nl peer;
-			unsigned char *buf = nullptr;
-			int len = nl_recv(sock, &peer, &buf, nullptr);
-			if (len > 0) {
-				auto *hdr = reinterpret_cast<struct nlmsghdr *>(buf);
-				if (nlmsg_ok(hdr, len) && hdr->nlmsg_type != NLMSG_ERROR) {
-					struct nlattr *tb[RDMA_NLDEV_ATTR_MAX] = {};
-					if (nlmsg_parse(hdr, 0, tb, RDMA_NLDEV_ATTR_MAX - 1, nullptr) == 0 &&
-					    tb[RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK])
-						result = nla_get_u8(tb[RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK]);
-				}
-			}
-			free(buf);
-		}
-		nlmsg_free(msg);
-	}
-	nl_socket_free(sock);
-	return result;
-}
-
 } // namespace
 
 bool kernel_copy_on_fork() noexcept
 {
-	static const bool cached = read_copy_on_fork() != 0;
+	// Asked once: the core's netlink query (RDMA_NLDEV_CMD_SYS_GET); no
+	// answer (no RDMA netlink, old kernel) means the kernel does not copy.
+	static const bool cached = [] {
+		bool on = false;
+		return ov::core::netlink_copy_on_fork(&on) == 0 && on;
+	}();
 	return cached;
 }
 

@@ -8,6 +8,7 @@
 #include "core/verbs/verbs.h"
 #include "core/verbs/lib_ops.h"
 #include "core/context_private.h"
+#include "kernel/transport.h"
 
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/ib_user_verbs.h>
@@ -197,26 +198,18 @@ void unimport_dm(struct ibv_dm *dm) noexcept
 namespace {
 
 // A kernel completion channel: IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL on the
-// context's uverbs fd returns a new fd delivering struct
-// ib_uverbs_comp_event_desc records.
-int kernel_comp_channel_fd(int cmd_fd)
+// context's uverbs fd (through the transport, which tunnels it over
+// INVOKE_WRITE when the kernel offers that) returns a new fd delivering
+// struct ib_uverbs_comp_event_desc records.
+int kernel_comp_channel_fd(struct ibv_context *ctx)
 {
-	struct {
-		struct ib_uverbs_cmd_hdr hdr;
-		struct ib_uverbs_create_comp_channel cmd;
-	} req;
+	ov::kernel::LegacyReq<struct ib_uverbs_create_comp_channel> req;
 	struct ib_uverbs_create_comp_channel_resp resp;
-
 	memset(&req, 0, sizeof(req));
 	memset(&resp, 0, sizeof(resp));
-	req.hdr.command = IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL;
-	req.hdr.in_words = sizeof(req) / 4;
-	req.hdr.out_words = sizeof(resp) / 4;
-	req.cmd.response = reinterpret_cast<uintptr_t>(&resp);
-	ssize_t n = write(cmd_fd, &req, sizeof(req));
-	if (n != static_cast<ssize_t>(sizeof(req))) {
-		if (n >= 0)
-			errno = EIO;
+	req.core.response = reinterpret_cast<uintptr_t>(&resp);
+	if (int ret = ov::kernel::write_core(ctx, IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, req, &resp)) {
+		errno = ret;
 		return -1;
 	}
 	return static_cast<int>(resp.fd);
@@ -250,7 +243,7 @@ struct ibv_comp_channel *create_comp_channel(struct ibv_context *ctx) noexcept
 		errno = ENOMEM;
 		return nullptr;
 	}
-	int fd = ctx->cmd_fd >= 0 ? kernel_comp_channel_fd(ctx->cmd_fd) : local_comp_channel_fd();
+	int fd = ctx->cmd_fd >= 0 ? kernel_comp_channel_fd(ctx) : local_comp_channel_fd();
 	if (fd < 0) {
 		int saved = errno;
 		free(channel);
