@@ -4,7 +4,11 @@
 // fork+exec, a killed peer, and damaged shared state.
 //
 // The suite runs with RDMAV_SOFT_DEVICES=8 (set by ctest; main() sets it too).
+#include <infiniband/driver.h>
+#include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
+
+#include "soft_hooks.h"
 
 #include <gtest/gtest.h>
 
@@ -265,6 +269,41 @@ TEST(SoftDevice, PortActiveEventAtOpen)
 	EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE);
 	EXPECT_EQ(ev.element.port_num, 1);
 	ibv_ack_async_event(&ev);
+	ibv_close_device(ctx);
+}
+
+TEST(SoftDevice, HooksForGidPkeyAndChannelsReachableFromTheMatchEntry)
+{
+	// What the core uses for verbs that have no provider op (openverbs.h
+	// proposal in providers/soft/soft_hooks.h).
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	verbs_device *vdev = verbs_get_device(ctx->device);
+	ASSERT_NE(vdev->sysfs, nullptr);
+	EXPECT_TRUE(vdev->sysfs->flags & VSYSFS_SOFT);
+	ASSERT_NE(vdev->sysfs->match, nullptr);
+	auto *hooks = static_cast<const openverbs_soft_hooks *>(vdev->sysfs->match->driver_data);
+	ASSERT_NE(hooks, nullptr);
+	EXPECT_EQ(hooks->version, uint32_t(OPENVERBS_SOFT_HOOKS_VERSION));
+	ibv_gid gid;
+	ASSERT_EQ(hooks->query_gid(ctx, 1, 0, &gid), 0);
+	EXPECT_EQ(gid.raw[0], 0xfe);
+	EXPECT_EQ(gid.raw[1], 0x80);
+	ibv_device_attr da;
+	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+	EXPECT_EQ(memcmp(gid.raw + 8, &da.node_guid, 8), 0);
+	EXPECT_EQ(hooks->query_gid(ctx, 1, 1, &gid), EINVAL);
+	EXPECT_EQ(hooks->query_gid(ctx, 2, 0, &gid), EINVAL);
+	__be16 pkey;
+	ASSERT_EQ(hooks->query_pkey(ctx, 1, 0, &pkey), 0);
+	EXPECT_EQ(pkey, htons(0xffff));
+	EXPECT_EQ(hooks->query_pkey(ctx, 1, 1, &pkey), EINVAL);
+	int fd = -1;
+	ASSERT_EQ(hooks->create_comp_channel(ctx, &fd), 0);
+	struct stat st;
+	ASSERT_EQ(fstat(fd, &st), 0);
+	EXPECT_TRUE(S_ISFIFO(st.st_mode));
+	close(fd);
 	ibv_close_device(ctx);
 }
 
