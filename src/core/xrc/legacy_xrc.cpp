@@ -89,7 +89,8 @@ uint32_t xrcd_handle(ibv_xrcd *xrcd)
 
 ibv_xrc_domain *open_domain(ibv_context *context, int fd, int oflag)
 {
-	if (!context) {
+	// ibv_open_xrc_domain(3): only O_CREAT and O_EXCL have a meaning.
+	if (!context || (oflag & ~(O_CREAT | O_EXCL))) {
 		errno = EINVAL;
 		return nullptr;
 	}
