@@ -125,17 +125,34 @@ verbs_device *try_all(DeviceList &l, SysfsDevPtr &dev)
 	return nullptr;
 }
 
+// The project's own config folders (override, build tree) are read on the
+// first scan: they may ask for soft devices. The system folders
+// (/etc/libibverbs.d, shared with Debian's library, which would reject a
+// soft_devices line) are read only when every configured provider must be
+// loaded, exactly when rdma-core reads them.
 void configure(DeviceList &l)
 {
 	if (l.configured)
 		return;
 	l.configured = true;
 	const Settings &s = settings();
-	read_config_dirs(s.config_dirs, l.config);
+	read_config_dirs(s.own_config_dirs, l.config);
 	std::vector<std::string> names = l.config.drivers;
 	for (const auto &n : s.env_drivers)
 		names.push_back(n);
 	l.loader.set_configured(std::move(names));
+}
+
+void load_all_configured(DeviceList &l)
+{
+	const Settings &s = settings();
+	Config all;
+	read_config_dirs(s.config_dirs, all);
+	std::vector<std::string> names = all.drivers;
+	for (const auto &n : s.env_drivers)
+		names.push_back(n);
+	l.loader.set_configured(std::move(names));
+	l.loader.load_all();
 }
 
 unsigned soft_device_count(const DeviceList &l)
@@ -236,7 +253,7 @@ int refresh(DeviceList &l)
 			unmatched.push_back(&f);
 	}
 	if (!unmatched.empty() && !l.loader.loaded_all()) {
-		l.loader.load_all();
+		load_all_configured(l);
 		std::vector<SysfsDevPtr *> still;
 		for (SysfsDevPtr *f : unmatched) {
 			if (verbs_device *v = try_all(l, *f))

@@ -168,45 +168,51 @@ struct SysfsCacheEntry {
 std::mutex g_sysfs_cache_lock;
 std::unordered_map<std::string, SysfsCacheEntry> g_sysfs_cache;
 
+// Reads one class/infiniband_verbs/<name> entry: ibdev, dev, abi_version
+// (opened relative to the class directory: no per-entry directory fd), then
+// <ibdev_path>/node_type.
 bool read_uverbs_entry(int class_fd, const char *name, const std::string &sysfs_root,
 		       const struct stat &st, verbs_sysfs_dev *dev)
 {
-	int dfd = openat(class_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return false;
 	char buf[256];
-	bool ok = false;
+	char rel[128];
 	unsigned maj = 0, min = 0;
 	char extra;
-	if (read_attr_at(dfd, "ibdev", buf, sizeof(buf)) <= 0) {
+	auto attr = [&](const char *a) {
+		snprintf(rel, sizeof(rel), "%s/%s", name, a);
+		return read_attr_at(class_fd, rel, buf, sizeof(buf));
+	};
+	if (strlen(name) > 64)
+		return false;
+	if (attr("ibdev") <= 0) {
 		log(LOG_WARN, "libibverbs: %s/class/infiniband_verbs/%s: no readable ibdev, skipped\n",
 		    sysfs_root.c_str(), name);
-	} else if (!copy_name(dev->ibdev_name, buf)) {
-		log(LOG_WARN, "libibverbs: %s: malformed ibdev '%s', skipped\n", name, buf);
-	} else if (read_attr_at(dfd, "dev", buf, sizeof(buf)) <= 0 ||
-		   sscanf(buf, "%u:%u%c", &maj, &min, &extra) != 2) {
-		log(LOG_WARN, "libibverbs: %s: missing or malformed dev attribute, skipped\n", name);
-	} else if (!copy_name(dev->sysfs_name, name) ||
-		   !set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root,
-			     "/class/infiniband/", dev->ibdev_name)) {
-		log(LOG_WARN, "libibverbs: %s: name or path too long, skipped\n", name);
-	} else {
-		ok = true;
-		dev->sysfs_cdev = makedev(maj, min);
-		unsigned long v = 0;
-		if (read_attr_at(dfd, "abi_version", buf, sizeof(buf)) > 0 && leading_uint(buf, &v))
-			dev->abi_ver = static_cast<uint32_t>(v);
-		else
-			log(LOG_INFO, "libibverbs: %s: no abi_version attribute\n", name);
-		dev->time_created = st.st_ctim;
-	}
-	close(dfd);
-	if (!ok)
 		return false;
+	}
+	if (!copy_name(dev->ibdev_name, buf)) {
+		log(LOG_WARN, "libibverbs: %s: malformed ibdev '%s', skipped\n", name, buf);
+		return false;
+	}
+	if (attr("dev") <= 0 || sscanf(buf, "%u:%u%c", &maj, &min, &extra) != 2) {
+		log(LOG_WARN, "libibverbs: %s: missing or malformed dev attribute, skipped\n", name);
+		return false;
+	}
+	if (!copy_name(dev->sysfs_name, name) ||
+	    !set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
+		      dev->ibdev_name)) {
+		log(LOG_WARN, "libibverbs: %s: name or path too long, skipped\n", name);
+		return false;
+	}
+	dev->sysfs_cdev = makedev(maj, min);
+	unsigned long v = 0;
+	if (attr("abi_version") > 0 && leading_uint(buf, &v))
+		dev->abi_ver = static_cast<uint32_t>(v);
+	else
+		log(LOG_INFO, "libibverbs: %s: no abi_version attribute\n", name);
+	dev->time_created = st.st_ctim;
 	unsigned long type = 0;
-	if (read_attr_at(AT_FDCWD, (std::string(dev->ibdev_path) + "/node_type").c_str(), buf,
-			 sizeof(buf)) > 0 &&
-	    leading_uint(buf, &type))
+	std::string path = std::string(dev->ibdev_path) + "/node_type";
+	if (read_attr_at(AT_FDCWD, path.c_str(), buf, sizeof(buf)) > 0 && leading_uint(buf, &type))
 		dev->node_type = static_cast<ibv_node_type>(decode_node_type(type));
 	else
 		dev->node_type = IBV_NODE_UNKNOWN;
@@ -334,14 +340,10 @@ int discover_sysfs(const std::string &sysfs_root, SysfsDevList &out)
 {
 	out.clear();
 	std::string class_dir = sysfs_root + "/class/infiniband_verbs";
-	int class_fd = open(class_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (class_fd < 0)
-		return -ENOSYS;
-	DIR *dir = fdopendir(class_fd);
-	if (!dir) {
-		close(class_fd);
-		return -ENOMEM;
-	}
+	DIR *dir = opendir(class_dir.c_str());
+	if (!dir)
+		return errno == ENOMEM ? -ENOMEM : -ENOSYS;
+	int class_fd = dirfd(dir);
 	std::lock_guard<std::mutex> guard(g_sysfs_cache_lock);
 	std::unordered_set<std::string> seen;
 	int rc = 0;

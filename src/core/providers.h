@@ -47,8 +47,9 @@ class ProviderLoader {
 public:
 	// `configured`: names from config files and RDMAV_DRIVERS, in order.
 	void set_configured(std::vector<std::string> names) { configured_ = std::move(names); }
-	// True when `name` may be loaded: configured, or its file exists in one
-	// of the provider directories (the build tree's own providers).
+	// True when `name` may be loaded for a device that needs it: named in
+	// RDMAV_DRIVERS or an own config file, or its file exists in one of the
+	// provider directories (no config file has to be read for that).
 	bool known(const std::string &name) const;
 	// dlopen lib<name>-rdmav34.so once; later calls return the first outcome.
 	LoadOutcome load(const std::string &name);

@@ -55,24 +55,33 @@ void split_drivers(const char *text, std::vector<std::string> &out)
 
 bool env_is_set(const char *name) { return getenv(name) != nullptr; }
 
+// secure_env() semantics with the privilege check done once per computation
+// (it costs four system calls each time).
+struct Env {
+	bool privileged = process_is_privileged();
+	const char *get(const char *name) const { return privileged ? nullptr : getenv(name); }
+};
+
 Settings compute()
 {
 	Settings s;
-	const char *sysfs = secure_env("SYSFS_PATH");
+	Env env;
+	const char *sysfs = env.get("SYSFS_PATH");
 	s.sysfs_root = (sysfs && *sysfs) ? sysfs : "/sys";
 	while (s.sysfs_root.size() > 1 && s.sysfs_root.back() == '/')
 		s.sysfs_root.pop_back();
 	s.cdev_dir = "/dev/infiniband";
 
 	std::string libdir = library_dir();
-	if (const char *d = secure_env("OPENVERBS_CONFIG_DIR"); d && *d)
-		add_unique(s.config_dirs, d);
+	if (const char *d = env.get("OPENVERBS_CONFIG_DIR"); d && *d)
+		add_unique(s.own_config_dirs, d);
 	if (!libdir.empty())
-		add_unique(s.config_dirs, libdir + "/../etc/libibverbs.d");
+		add_unique(s.own_config_dirs, libdir + "/../etc/libibverbs.d");
+	s.config_dirs = s.own_config_dirs;
 	add_unique(s.config_dirs, OPENVERBS_CONFIG_DIR);
 	add_unique(s.config_dirs, "/etc/libibverbs.d");
 
-	if (const char *d = secure_env("OPENVERBS_PROVIDER_DIR"); d && *d)
+	if (const char *d = env.get("OPENVERBS_PROVIDER_DIR"); d && *d)
 		add_unique(s.own_provider_dirs, d);
 	if (!libdir.empty())
 		add_unique(s.own_provider_dirs, libdir + "/libibverbs");
@@ -80,11 +89,11 @@ Settings compute()
 	add_unique(s.provider_dirs, OPENVERBS_PROVIDER_DIR);
 	add_unique(s.provider_dirs, OPENVERBS_DEBIAN_PROVIDER_DIR);
 
-	split_drivers(secure_env("RDMAV_DRIVERS"), s.env_drivers);
-	split_drivers(secure_env("IBV_DRIVERS"), s.env_drivers);
+	split_drivers(env.get("RDMAV_DRIVERS"), s.env_drivers);
+	split_drivers(env.get("IBV_DRIVERS"), s.env_drivers);
 
 	unsigned long n = 0;
-	if (const char *v = secure_env(OPENVERBS_SOFT_DEVICES_ENV)) {
+	if (const char *v = env.get(OPENVERBS_SOFT_DEVICES_ENV)) {
 		if (parse_uint(v, OPENVERBS_MAX_SOFT_DEVICES, &n))
 			s.soft_devices = static_cast<long>(n);
 	}

@@ -16,6 +16,7 @@ struct Settings {
 	std::string sysfs_root;                // $SYSFS_PATH without trailing '/', else "/sys"
 	std::string cdev_dir;                  // "/dev/infiniband" (tests may redirect it)
 	std::vector<std::string> config_dirs;  // searched in order, first match of a name wins
+	std::vector<std::string> own_config_dirs; // override + build tree: read at every first scan
 	std::vector<std::string> provider_dirs;// searched in order for lib<name>-rdmav34.so
 	std::vector<std::string> own_provider_dirs; // override + build tree: loaded without config
 	std::vector<std::string> env_drivers;  // RDMAV_DRIVERS / IBV_DRIVERS entries

@@ -108,6 +108,7 @@ void CoreEnv::reload()
 		s.use_netlink = false;
 		s.cdev_dir = cdev;
 		s.config_dirs = {etc};
+		s.own_config_dirs = {etc};
 		s.provider_dirs = {prov};
 		s.own_provider_dirs = {prov};
 	});
