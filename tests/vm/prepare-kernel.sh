@@ -15,7 +15,12 @@ cache=${1:?cache directory}
 want=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-log() { echo "vm-prepare: $*" >&2; }
+t_begin=${EPOCHREALTIME//[!0-9]/}
+# Messages carry the seconds since the start, to show where the time goes.
+log() {
+  local d=$(( ${EPOCHREALTIME//[!0-9]/} - t_begin ))
+  printf 'vm-prepare: [%d.%d s] %s\n' $((d / 1000000)) $((d % 1000000 / 100000)) "$*" >&2
+}
 die() { echo "vm-prepare: error: $*" >&2; exit 1; }
 
 mkdir -p "$cache/debs" "$cache/kernels"
@@ -167,7 +172,6 @@ if [ -f "$kdir/.ready" ] && [ "$(cat "$kdir/.ready")" = "$pkg $ver" ]; then
   build_initramfs; extract_vmlinux; echo "$kdir"; exit 0
 fi
 
-t0=$(date +%s.%N)
 log "preparing $pkg $ver (kernel $kver) in $kdir"
 rm -rf "$kdir"
 mkdir -p "$kdir"
@@ -188,6 +192,7 @@ fetch() {
 
 # ---------------------------------------------------------------- image
 img=$(fetch "$pkg" "$ver")
+log "extracting $(basename "$img")"
 dpkg -x "$img" "$kdir/root"
 [ -f "$kdir/root/boot/vmlinuz-$kver" ] || die "$pkg has no /boot/vmlinuz-$kver"
 ln -s "root/boot/vmlinuz-$kver" "$kdir/vmlinuz"
@@ -208,10 +213,12 @@ src_pkg=linux-source-$series
 
 w=$kdir/siw-build
 mkdir -p "$w/hdr"
+log "fetching and extracting $hdr_pkg, $common_pkg, $kbuild_pkg"
 for p in "$hdr_pkg" "$common_pkg" "$kbuild_pkg"; do
   # the kbuild package follows the image's version too
   dpkg -x "$(fetch "$p" "$ver")" "$w/hdr"
 done
+log "fetching $src_pkg"
 src_deb=$(fetch "$src_pkg" "$ver")
 log "extracting drivers/infiniband/sw/siw from $src_pkg $ver"
 dpkg --fsys-tarfile "$src_deb" |
@@ -230,11 +237,12 @@ make -s -C "$hdrdir" M="$siwsrc" CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES
 mkdir -p "$kdir/root/lib/modules/$kver/extra"
 cp "$siwsrc/siw.ko" "$kdir/root/lib/modules/$kver/extra/siw.ko"
 depmod -b "$kdir/root" "$kver"
-# Keep only what is needed: the build tree is large.
-rm -rf "$w"
+log "siw.ko built, modules indexed"
+# The headers stay in the cache (KDIR/siw-build): deleting their 20k files
+# costs more time than the disk space is worth.
 
 build_initramfs
 extract_vmlinux
 echo "$pkg $ver" >"$kdir/.ready"
-log "kernel $kver ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
+log "kernel $kver ready"
 echo "$kdir"
