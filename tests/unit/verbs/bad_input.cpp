@@ -327,8 +327,9 @@ TEST(BadInput, OursAnswersEveryCaseWithItsErrorConvention)
 		Outcome o = run_case(OPENVERBS_LIB, c);
 		ASSERT_FALSE(o.setup_failed) << "could not open a context on the fake device";
 		EXPECT_FALSE(o.crashed) << c.name << ": crashed with signal " << o.signal;
-		if (!o.crashed)
+		if (!o.crashed) {
 			EXPECT_TRUE(meets(c.expect, o)) << c.name << ": ret " << o.ret << " errno " << o.err;
+		}
 	}
 }
 
