@@ -9,6 +9,8 @@
 // leave from the GID the request was sent to, with the matching GID type.
 #include "core/verbs/verbs.h"
 
+#include <netlink/attr.h>
+#include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
@@ -19,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ifaddrs.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -279,6 +282,57 @@ bool neighbour_mac(struct nl_sock *sock, int ifindex, int family, const void *ad
 	return ok;
 }
 
+// The kernel's route to addr (as "ip route get ADDR oif IFINDEX"): its
+// type, outgoing interface and gateway. False when there is no route.
+struct Route {
+	unsigned char type = RTN_UNSPEC;
+	int oif = 0;
+	bool has_gateway = false;
+	uint8_t gateway[16] = {};
+};
+
+bool route_lookup(struct nl_sock *sock, int family, const void *addr, int ifindex, Route *out)
+{
+	const size_t alen = family == AF_INET ? 4 : 16;
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST);
+	if (!msg)
+		return false;
+	struct rtmsg rtm = {};
+	rtm.rtm_family = static_cast<unsigned char>(family);
+	rtm.rtm_dst_len = static_cast<unsigned char>(alen * 8);
+	bool ok = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) == 0 &&
+		  nla_put(msg, RTA_DST, static_cast<int>(alen), addr) == 0 &&
+		  (ifindex <= 0 || nla_put_u32(msg, RTA_OIF, static_cast<uint32_t>(ifindex)) == 0) &&
+		  nl_send_auto(sock, msg) >= 0;
+	nlmsg_free(msg);
+	if (!ok)
+		return false;
+
+	struct sockaddr_nl peer;
+	unsigned char *buf = nullptr;
+	int len = nl_recv(sock, &peer, &buf, nullptr);
+	ok = false;
+	if (len > 0) {
+		auto *hdr = reinterpret_cast<struct nlmsghdr *>(buf);
+		if (nlmsg_ok(hdr, len) && hdr->nlmsg_type == RTM_NEWROUTE) {
+			struct nlattr *tb[RTA_MAX + 1] = {};
+			if (nlmsg_parse(hdr, sizeof(struct rtmsg), tb, RTA_MAX, nullptr) == 0) {
+				auto *r = static_cast<struct rtmsg *>(nlmsg_data(hdr));
+				out->type = r->rtm_type;
+				if (tb[RTA_OIF])
+					out->oif = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+				if (tb[RTA_GATEWAY] && nla_len(tb[RTA_GATEWAY]) == static_cast<int>(alen)) {
+					out->has_gateway = true;
+					memcpy(out->gateway, nla_data(tb[RTA_GATEWAY]), alen);
+				}
+				ok = true;
+			}
+		}
+	}
+	free(buf);
+	return ok;
+}
+
 // Makes the kernel resolve the neighbour: one UDP datagram to the discard
 // port, leaving through ifindex.
 void kick_resolution(int ifindex, int family, const void *addr)
@@ -351,14 +405,30 @@ int resolve_eth_l2_from_gid(struct ibv_context *ctx, struct ibv_ah_attr *attr, u
 	if (local > 0)
 		return link_info(nl.sock, local, eth_mac, nullptr, true);
 
-	if (neighbour_mac(nl.sock, ifindex, family, addr, eth_mac))
+	// Through a router the frame goes to the gateway's MAC.
+	Route route;
+	int out_if = ifindex;
+	uint8_t hop[16];
+	memcpy(hop, addr, sizeof(hop));
+	if (route_lookup(nl.sock, family, addr, ifindex, &route)) {
+		if (route.type == RTN_LOCAL)
+			return link_info(nl.sock, route.oif > 0 ? route.oif : ifindex, eth_mac, nullptr, true);
+		if (route.type != RTN_UNICAST)
+			return -EHOSTUNREACH;
+		if (route.oif > 0)
+			out_if = route.oif;
+		if (route.has_gateway)
+			memcpy(hop, route.gateway, sizeof(hop));
+	}
+
+	if (neighbour_mac(nl.sock, out_if, family, hop, eth_mac))
 		return 0;
-	kick_resolution(ifindex, family, addr);
+	kick_resolution(out_if, family, addr);
 	// Wait up to about a second for the neighbour entry to appear.
 	for (int i = 0; i < 50; i++) {
 		struct timespec ts = {0, 20 * 1000 * 1000};
 		nanosleep(&ts, nullptr);
-		if (neighbour_mac(nl.sock, ifindex, family, addr, eth_mac))
+		if (neighbour_mac(nl.sock, out_if, family, hop, eth_mac))
 			return 0;
 	}
 	return -EHOSTUNREACH;

@@ -733,6 +733,27 @@ TEST_F(VerbsTest, ResolveL2MulticastAndLinkLocal)
 	EXPECT_EQ(memcmp(mac, want2, 6), 0);
 }
 
+TEST_F(VerbsTest, ResolveL2OfALocalAddressIsTheInterfaceMac)
+{
+	// GID 0 lives on "lo"; the destination 127.0.0.1 is this host.
+	add_gid(1, 0, ipv4_gid_text(127, 0, 0, 1), "RoCE v2", "lo");
+	struct ibv_ah_attr attr = {};
+	attr.is_global = 1;
+	attr.port_num = 1;
+	attr.grh.sgid_index = 0;
+	attr.grh.dgid.raw[10] = 0xff;
+	attr.grh.dgid.raw[11] = 0xff;
+	attr.grh.dgid.raw[12] = 127;
+	attr.grh.dgid.raw[15] = 1;
+	uint8_t mac[6];
+	memset(mac, 0xaa, sizeof(mac));
+	uint16_t vid = 0;
+	ASSERT_EQ(ibv_resolve_eth_l2_from_gid(ctx, &attr, mac, &vid), 0);
+	const uint8_t zero[6] = {};
+	EXPECT_EQ(memcmp(mac, zero, 6), 0) << "loopback has the all-zero MAC";
+	EXPECT_EQ(vid, 0xffff);
+}
+
 // ---- helpers without objects ------------------------------------------------
 
 TEST(VerbsStrings, KnownAndUnknownValues)
