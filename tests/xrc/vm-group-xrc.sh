@@ -16,6 +16,12 @@ compare() {
   local rc_deb=$?
   timeout -k 5 "$OV_TEST_TIMEOUT" "$probe" "$dev" >"$ours" 2>"$ours.err"
   local rc_ours=$?
+  # The "ours" run must really have loaded the library under test.
+  if [ "$OV_MODE" != baseline ] && ! grep -q "loaded: *$OV_LIB_DIR/" "$ours.err"; then
+    ov_result FAIL "$dev/library-under-test" "$t0" "($(grep loaded: "$ours.err"))"
+  elif [ "$OV_MODE" != baseline ]; then
+    ov_result PASS "$dev/library-under-test" "$t0"
+  fi
   if [ "$rc_ours" != "$rc_deb" ]; then
     ov_result FAIL "$dev/exit-status" "$t0" "(debian $rc_deb, ours $rc_ours: $(ov_tail "$ours.err"))"
   else

@@ -45,6 +45,23 @@ static const char *errname(int e)
 	}
 }
 
+/* Names the libibverbs this process loaded, on stderr (not compared). */
+static void print_loaded_library(void)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, " /");
+		if (p && strstr(p, "/libibverbs.so.1")) {
+			fprintf(stderr, "loaded:%s", p);
+			break;
+		}
+	}
+	fclose(f);
+}
+
 static void ptr_result(const char *what, const void *p)
 {
 	if (p)
@@ -72,6 +89,7 @@ int main(int argc, char **argv)
 			ctx = ibv_open_device(list[i]);
 	if (list)
 		ibv_free_device_list(list);
+	print_loaded_library();
 	if (!ctx) {
 		printf("open %s: fail errno=%s\n", name, errname(errno));
 		return 2;
