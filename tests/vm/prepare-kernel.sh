@@ -58,15 +58,29 @@ resolve_pkg() {
   esac
 }
 
-pkg=$(resolve_pkg "$want")
-if [ -z "$pkg" ]; then
-  apt_refresh
-  pkg=$(resolve_pkg "$want")
+# apt-cache takes seconds on a busy machine: remember the answer for as long
+# as the package lists stay the same.
+lists_stamp=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
+memo=$cache/resolved/$(echo "${want:-default}" | md5sum | cut -c1-16)
+pkg="" ver=""
+if [ -f "$memo" ]; then
+  read -r m_stamp m_pkg m_ver <"$memo" || true
+  [ "$m_stamp" = "$lists_stamp" ] && pkg=$m_pkg ver=$m_ver
 fi
-[ -n "$pkg" ] || die "no Debian kernel image package matches '${want:-linux-image-amd64}'"
-case $pkg in linux-image-*) ;; *) die "'$pkg' is not a linux-image-* package" ;; esac
-ver=$(apt-cache show --no-all-versions "$pkg" | sed -n 's/^Version: //p' | head -n1)
-[ -n "$ver" ] || die "apt-cache knows no version of $pkg"
+if [ -z "$pkg" ] || [ -z "$ver" ]; then
+  pkg=$(resolve_pkg "$want")
+  if [ -z "$pkg" ]; then
+    apt_refresh
+    pkg=$(resolve_pkg "$want")
+  fi
+  [ -n "$pkg" ] || die "no Debian kernel image package matches '${want:-linux-image-amd64}'"
+  case $pkg in linux-image-*) ;; *) die "'$pkg' is not a linux-image-* package" ;; esac
+  ver=$(apt-cache show --no-all-versions "$pkg" | sed -n 's/^Version: //p' | head -n1)
+  [ -n "$ver" ] || die "apt-cache knows no version of $pkg"
+  mkdir -p "$cache/resolved"
+  lists_stamp=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
+  echo "$lists_stamp $pkg $ver" >"$memo"
+fi
 kver=${pkg#linux-image-}
 kver=${kver%-unsigned}
 kdir=$cache/kernels/$kver
