@@ -64,6 +64,15 @@ public:
 		return read_line(60000);
 	}
 
+	// Split form of cmd(): send now, read the answer later (to let several
+	// peers race on the same command).
+	bool send_line(const std::string &line)
+	{
+		std::string s = line + "\n";
+		return in_ >= 0 && write(in_, s.data(), s.size()) == ssize_t(s.size());
+	}
+	std::string read_reply() { return read_line(60000); }
+
 	// The number after "ok" (or ~0u).
 	static unsigned value(const std::string &reply)
 	{

@@ -110,6 +110,39 @@ TEST(XrcdProcesses, OflagMatrix)
 	EXPECT_EQ(p3.cmd("xrcd 0 %s 0", g.c_str()), err(EAGAIN));
 }
 
+TEST(XrcdProcesses, ExclusiveCreationIsAtomicAcrossProcesses)
+{
+	// Several processes race O_CREAT|O_EXCL on one file: exactly one wins,
+	// the others get EINVAL; then plain O_CREAT racers all share it.
+	TempDir tmp;
+	for (int round = 0; round < 5; round++) {
+		const std::string f = tmp.file(("race" + std::to_string(round)).c_str());
+		Peer p[4];
+		for (auto &x : p)
+			ASSERT_PEER(x);
+		for (auto &x : p)
+			ASSERT_TRUE(x.send_line("xrcd 0 " + f + " " + std::to_string(O_CREAT | O_EXCL)));
+		int winners = 0, einval = 0;
+		for (auto &x : p) {
+			std::string r = x.read_reply();
+			winners += r == "ok";
+			einval += r == err(EINVAL);
+		}
+		EXPECT_EQ(winners, 1) << "round " << round;
+		EXPECT_EQ(einval, 3) << "round " << round;
+		const std::string g = tmp.file(("share" + std::to_string(round)).c_str());
+		for (auto &x : p)
+			ASSERT_TRUE(x.send_line("xrcd 1 " + g + " " + std::to_string(O_CREAT)));
+		for (auto &x : p)
+			EXPECT_EQ(x.read_reply(), "ok");
+		// One domain: a receive QP made by one racer opens in all others.
+		unsigned qpn = PeerProcess::value(p[0].cmd("rqp 0 1"));
+		ASSERT_NE(qpn, ~0u);
+		for (int i = 1; i < 4; i++)
+			EXPECT_EQ(PeerProcess::value(p[i].cmd("openqp 0 1 %u", qpn)), qpn) << i;
+	}
+}
+
 TEST(XrcdProcesses, ExitingProcessDropsItsReferences)
 {
 	TempDir tmp;
