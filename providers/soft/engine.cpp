@@ -159,6 +159,13 @@ static int move_bytes(int32_t pid, const struct iovec *local, int nl, const stru
 	if (!total)
 		return 0;
 	if (pid == my_pid()) {
+		if (nl == 1 && nr == 1 && remote[0].iov_len >= total) {
+			if (to_remote)
+				memmove(remote[0].iov_base, local[0].iov_base, total);
+			else
+				memmove(local[0].iov_base, remote[0].iov_base, total);
+			return 0;
+		}
 		int li = 0, ri = 0;
 		size_t lo = 0, ro = 0;
 		while (li < nl && ri < nr) {
