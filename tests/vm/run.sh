@@ -5,6 +5,7 @@
 # See tests/vm/README.md for the options, the outputs and the group contract.
 set -uo pipefail
 
+export PATH=$PATH:/usr/sbin:/sbin   # modprobe, depmod for non-root users
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
