@@ -1172,6 +1172,27 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 			*bad = wr;
 			break;
 		}
+		// Fast path: nothing queued ahead of it, execute from the stack.
+		if (!qp->sq_count &&
+		    qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire) ==
+			    IBV_QPS_RTS) {
+			w->rnr_left = qp->attr.rnr_retry;
+			w->retry_left = qp->attr.retry_cnt;
+			w->due_ns = 0;
+			ExecResult r = exec_wr(qp, *w);
+			if (r == EX_FAILED) {
+				qp_to_error(qp, false);
+			} else if (r == EX_WAIT) {
+				// Keep it (with its retry state) at the head of the queue.
+				SoftWr &slot = qp->sq[qp->sq_head];
+				memcpy(&slot, w, offsetof(SoftWr, sge));
+				memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
+				if (w->inline_len)
+					memcpy(slot.inline_data, w->inline_data, w->inline_len);
+				qp->sq_count = 1;
+			}
+			continue;
+		}
 		uint32_t done;
 		rc = queue_wrs(qp, w, 1, &done);
 		if (rc) {
