@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <unistd.h>
 #include <cstring>
+#include <algorithm>
+#include <string>
+#include <sys/wait.h>
 #include <vector>
 
 using namespace verbs_dl;
@@ -400,4 +403,65 @@ TEST(Differential, StringsAndRatesMatchDebian)
 		for (int v : {mbps - 1, mbps, mbps + 1})
 			EXPECT_EQ(b1(v), b2(v)) << "mbps_to_ibv_rate(" << v << ")";
 	}
+}
+
+namespace {
+
+// Output of verbs_diff_probe with the given LD_LIBRARY_PATH ("" = Debian's).
+std::string probe_output(const char *libdir)
+{
+	int fds[2];
+	if (pipe(fds))
+		return "pipe failed";
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		if (*libdir)
+			setenv("LD_LIBRARY_PATH", libdir, 1);
+		else
+			unsetenv("LD_LIBRARY_PATH");
+		unsetenv("LD_PRELOAD");
+		execl(DIFF_PROBE, DIFF_PROBE, static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(fds[1]);
+	std::string out;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(fds[0], buf, sizeof(buf))) > 0)
+		out.append(buf, static_cast<size_t>(n));
+	close(fds[0]);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		out += "<probe status " + std::to_string(status) + ">";
+	return out;
+}
+
+} // namespace
+
+// The same fake provider under both libraries: every observable step of the
+// scenario in diff_probe.cpp must be identical.
+TEST(DifferentialFake, SameProviderSameAnswers)
+{
+	if (access(DEBIAN_LIB, R_OK))
+		GTEST_SKIP() << DEBIAN_LIB << " not installed";
+	const std::string deb = probe_output("");
+	const std::string ours = probe_output(OPENVERBS_LIBDIR);
+	ASSERT_NE(deb.find("close=0"), std::string::npos) << deb;
+	std::vector<std::string> a, b;
+	for (auto *v : {&deb, &ours}) {
+		auto &dst = v == &deb ? a : b;
+		size_t pos = 0;
+		while (pos < v->size()) {
+			size_t nl = v->find('\n', pos);
+			dst.push_back(v->substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+			pos = nl == std::string::npos ? v->size() : nl + 1;
+		}
+	}
+	for (size_t i = 0; i < std::max(a.size(), b.size()); i++)
+		EXPECT_EQ(i < b.size() ? b[i] : "<missing>", i < a.size() ? a[i] : "<missing>")
+			<< "step " << i << " (ours vs Debian's)";
 }
