@@ -2,7 +2,8 @@
 // directive). Each file in a config directory whose name ends in ".driver"
 // holds lines of the form
 //     driver NAME          provider to consider (lib<NAME>-rdmav34.so)
-//     soft_devices N       openverbs: synthesise N software devices
+//     soft_devices N       openverbs: synthesise N software devices (honoured
+//                          only in the project's own config folders)
 // '#' starts a comment line; blank lines are ignored. Anything else is
 // reported (one warning per bad line naming the file) and skipped.
 #pragma once
