@@ -506,12 +506,17 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
  * the device was disassociated counts as success. */
 extern bool verbs_allow_disassociate_destroy;
 
-/* True if ret is a real failure of a destroy command. */
+/*
+ * For destroy commands: true when the caller must stop and not use the
+ * kernel's response. An EIO from a disassociated device, when
+ * verbs_allow_disassociate_destroy is set, becomes success (*ret = 0) but
+ * still returns true: the kernel filled no response.
+ */
 static inline bool verbs_is_destroy_err(int *ret)
 {
 	if (*ret == EIO && verbs_allow_disassociate_destroy) {
 		*ret = 0;
-		return false;
+		return true;
 	}
 	return *ret != 0;
 }
@@ -599,6 +604,12 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 		      struct ibv_cq *cq, struct ibv_create_cq *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
 		      size_t resp_size);
+/* cmd_flags of ibv_cmd_create_cq_ex(). */
+enum create_cq_cmd_flags {
+	/* The provider ignores a requested completion timestamp. */
+	CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX = 1 << 0,
+};
+
 int ibv_cmd_create_cq_ex(struct ibv_context *context,
 			 const struct ibv_cq_init_attr_ex *cq_attr,
 			 struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
