@@ -22,9 +22,9 @@ void wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond, const uint32_t *c
 
 namespace {
 
-// enum create_cq_cmd_flags of driver.h: the provider accepts that a
+// CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX (driver.h): the provider accepts that a
 // completion timestamp is dropped when only the basic write command exists.
-constexpr uint32_t kCqCmdFlagsTsIgnoredEx = 1u << 0;
+constexpr uint32_t kCqCmdFlagsTsIgnoredEx = CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX;
 
 int create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel *channel, int comp_vector,
 	      uint32_t flags, struct ibv_cq *cq, struct ibv_command_buffer *link, uint32_t cmd_flags) noexcept
