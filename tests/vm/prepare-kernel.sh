@@ -133,7 +133,10 @@ build_initramfs() {
   done
   install -m 0755 "$here/initramfs-init.sh" "$ird/init"
   # Uncompressed: unpacking gzip costs the TCG guest about a second at boot.
-  (cd "$ird" && find . | cpio -o -H newc --quiet) >"$kdir/initrd.img"
+  # Written aside and renamed: a run booting from this cache meanwhile keeps
+  # reading a complete file.
+  (cd "$ird" && find . | cpio -o -H newc --quiet) >"$kdir/initrd.img.tmp"
+  mv -f "$kdir/initrd.img.tmp" "$kdir/initrd.img"
   echo "$initrd_key" >"$kdir/initrd.key"
 }
 
