@@ -41,7 +41,7 @@ ucx_pair() {
 lat() { awk '/^ *#bytes/ {getline; print $5; exit}' "$1"; }           # t_typical, us
 bw() { awk '/^ *#bytes/ {getline; printf "%.2f", $4/1000; exit}' "$1"; } # GB/s
 ucx_lat() { awk '/^Final:/ {print $3}' "$1"; }
-ucx_bw() { awk '/^Final:/ {printf "%.2f", $5/1000}' "$1"; }
+ucx_bw() { awk '/^Final:/ {printf "%.2f", $6/1000}' "$1"; } # BW average
 
 echo "openverbs soft device benchmarks ($(date -u +%FT%TZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
 mc64=$("$B/bin/soft_memcpy_bw" 65536 | cut -d' ' -f2)

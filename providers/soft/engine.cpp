@@ -719,9 +719,19 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 	if (dqpn < kQpnBase || ds >= kMaxQps)
 		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
 	QpEntry &d = seg->hdr->qps[ds];
-	bool alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
-		     (d.owner_pid == my_pid() || qp->remote_pid != d.owner_pid ||
-		      kill(d.owner_pid, 0) == 0 || errno != ESRCH);
+	// The responder's process is checked at most once a millisecond (no
+	// system call on most operations); the context's watchdog also notices
+	// dead peers (QP fatal).
+	bool alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE;
+	if (alive && d.owner_pid != my_pid()) {
+		uint64_t now = now_ns();
+		if (now - qp->alive_checked_ns > 1000000ull) {
+			if (kill(d.owner_pid, 0) != 0 && errno == ESRCH)
+				alive = false;
+			else
+				qp->alive_checked_ns = now;
+		}
+	}
 	uint32_t want = qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : qp->type;
 	// A responder that is gone, in error or not connected to us never
 	// acknowledges: the requester retries (timeout, retry_cnt) and then

@@ -173,6 +173,7 @@ struct SoftQp {
 	struct ibv_qp_attr attr;
 	int32_t remote_pid;
 	uint64_t remote_start;
+	uint64_t alive_checked_ns; // last time the responder's process was seen alive
 	// qp_ex staging between wr_start and wr_complete.
 	SoftWr *staged;
 	uint32_t staged_count;
