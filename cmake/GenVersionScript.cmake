@@ -1,10 +1,10 @@
 # cmake -DTABLE=<symbols table> -DOUT=<version script> -P GenVersionScript.cmake
 #
 # Turns a symbol table (see src/facade/libibverbs.symbols for the format) into
-# a GNU ld version script. Default-version entries ("name@@NODE") are listed
-# as globals of their node; compat entries ("name@NODE") are bound in the
-# sources with .symver, so only their node needs to exist. Everything else is
-# local: no C++ or helper symbol leaks out of the library.
+# a GNU ld version script. Every entry ("name@@NODE" default, "name@NODE"
+# compat, the latter bound in the sources with .symver) is listed as a global
+# of its node. Everything else is local: no C++ or helper symbol leaks out of
+# the library.
 file(STRINGS "${TABLE}" lines)
 set(nodes "")
 foreach(line IN LISTS lines)
@@ -26,7 +26,11 @@ foreach(line IN LISTS lines)
   elseif(what MATCHES "^([^@]+)@@(.+)$")
     list(APPEND globals_${CMAKE_MATCH_2} "${CMAKE_MATCH_1}")
   elseif(what MATCHES "^([^@]+)@(.+)$")
-    # compat version: bound by .symver in the source
+    # Compat version, bound by .symver in the source: its name must still be
+    # global in its node, or `local: *` hides it. (A verb that has both a
+    # compat and a default version is defined under an internal name, so
+    # the plain name is not claimed by this node; see src/facade/export.h.)
+    list(APPEND globals_${CMAKE_MATCH_2} "${CMAKE_MATCH_1}")
   else()
     message(FATAL_ERROR "${TABLE}: cannot parse '${line}'")
   endif()

@@ -31,8 +31,7 @@ endfunction()
 
 # Generates a linker version script from a symbol table in the format of
 # Debian's symbol lists ("A NODE", "T name@@NODE", "T name@NODE", "B name@@NODE").
-# Non-default entries (single '@') are bound in the sources with .symver; the
-# script only has to declare their node.
+# Non-default entries (single '@') are bound in the sources with .symver.
 function(openverbs_version_script table out)
   add_custom_command(
     OUTPUT ${out}

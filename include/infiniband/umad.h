@@ -326,12 +326,22 @@ static inline void umad_free(void *umad)
 	free(umad);
 }
 
-/* Old helpers; new code calls be64toh()/htobe64() directly. */
+/* Old helpers; new code calls be64toh()/htobe64() directly. Written with
+ * the compiler's byte swap so that the header also compiles in strict ISO C
+ * modes, where <endian.h> hides be64toh(). */
+static inline uint64_t __umad_swap_be64(uint64_t x)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return __builtin_bswap64(x);
+#else
+	return x;
+#endif
+}
 #ifndef ntohll
 #undef ntohll
 static inline __attribute__((deprecated)) uint64_t ntohll(uint64_t x)
 {
-	return be64toh(x);
+	return __umad_swap_be64(x);
 }
 #define ntohll ntohll
 #endif
@@ -339,7 +349,7 @@ static inline __attribute__((deprecated)) uint64_t ntohll(uint64_t x)
 #undef htonll
 static inline __attribute__((deprecated)) uint64_t htonll(uint64_t x)
 {
-	return htobe64(x);
+	return __umad_swap_be64(x);
 }
 #define htonll htonll
 #endif

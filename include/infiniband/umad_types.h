@@ -170,16 +170,27 @@ struct umad_class_port_info {
 	__be32 trap_qkey;
 };
 
+/* cap_mask2_resp_time in host order (the compiler's byte swap keeps this
+ * header usable in strict ISO C modes, where <endian.h> hides be32toh()). */
+static inline uint32_t __umad_cap_mask2_resp_time(const struct umad_class_port_info *cpi)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return __builtin_bswap32(cpi->cap_mask2_resp_time);
+#else
+	return cpi->cap_mask2_resp_time;
+#endif
+}
+
 /* CapabilityMask2: the upper 27 bits of cap_mask2_resp_time. */
 static inline uint32_t umad_class_cap_mask2(struct umad_class_port_info *cpi)
 {
-	return be32toh(cpi->cap_mask2_resp_time) >> 5;
+	return __umad_cap_mask2_resp_time(cpi) >> 5;
 }
 
 /* RespTimeValue: the low 5 bits of cap_mask2_resp_time. */
 static inline uint8_t umad_class_resp_time(struct umad_class_port_info *cpi)
 {
-	return (uint8_t)(be32toh(cpi->cap_mask2_resp_time) &
+	return (uint8_t)(__umad_cap_mask2_resp_time(cpi) &
 			 UMAD_CLASS_RESP_TIME_MASK);
 }
 

@@ -17,7 +17,7 @@
 // failure: EINVAL NULL device, the open(2) errno of the character device,
 // ENODEV not the expected character device, the provider's errno.
 // Source: ibv_open_device(3).
-OV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+OV_EXPORT_V11 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	if (!device) {
 		errno = EINVAL;
@@ -38,7 +38,7 @@ OV_EXPORT struct ibv_context *verbs_open_device(struct ibv_device *device, void 
 
 // Releases the context through the provider's free_context. Returns 0;
 // -1 with errno EINVAL for NULL. Source: ibv_close_device(3).
-OV_EXPORT int ibv_close_device(struct ibv_context *context)
+OV_EXPORT_V11 int ibv_close_device(struct ibv_context *context)
 {
 	if (!context) {
 		errno = EINVAL;
@@ -61,7 +61,7 @@ OV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
 // maps the element back to the CQ/QP/SRQ/WQ or port number. 0, or -1 with
 // errno (EINVAL NULL argument, EAGAIN non-blocking fd without event, the
 // read(2) errno). Source: ibv_get_async_event(3).
-OV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
+OV_EXPORT_V11 int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
 	if (!context || !event) {
 		errno = EINVAL;
@@ -75,7 +75,7 @@ OV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_
 
 // Acknowledges an event from ibv_get_async_event (counts it on its object so
 // that destroy can finish). NULL is ignored. Source: ibv_get_async_event(3).
-OV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+OV_EXPORT_V11 void ibv_ack_async_event(struct ibv_async_event *event)
 {
 	if (!event)
 		return;
@@ -108,3 +108,9 @@ OV_EXPORT void verbs_set_ops(struct verbs_context *vctx, const struct verbs_cont
 	if (vctx && vctx->priv && ops)
 		ov::core::set_ops(vctx, ops);
 }
+
+// Default versions of the verbs that also have an @IBVERBS_1.0 twin.
+OV_DEFAULT_VERSION_1_1(ibv_ack_async_event);
+OV_DEFAULT_VERSION_1_1(ibv_close_device);
+OV_DEFAULT_VERSION_1_1(ibv_get_async_event);
+OV_DEFAULT_VERSION_1_1(ibv_open_device);

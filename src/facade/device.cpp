@@ -30,7 +30,7 @@ std::mutex g_guid_lock; // serialises the lazy node_guid read
 // until ibv_free_device_list). Fields used: none. *num_devices (optional)
 // gets the count. No RDMA support at all is not an error: an empty array
 // comes back. Errors (NULL + errno): ENOMEM. Source: ibv_get_device_list(3).
-OV_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+OV_EXPORT_V11 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	ov::core::library_init();
 	std::vector<ibv_device *> devs;
@@ -61,7 +61,7 @@ OV_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 // Releases an array from ibv_get_device_list and the references it held;
 // devices still opened stay valid. NULL is ignored.
 // Source: ibv_free_device_list(3).
-OV_EXPORT void ibv_free_device_list(struct ibv_device **list)
+OV_EXPORT_V11 void ibv_free_device_list(struct ibv_device **list)
 {
 	if (!list)
 		return;
@@ -72,7 +72,7 @@ OV_EXPORT void ibv_free_device_list(struct ibv_device **list)
 
 // The kernel name of the device (ibv_device.name, e.g. "rxe0").
 // NULL device: NULL, errno EINVAL. Source: ibv_get_device_name(3).
-OV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+OV_EXPORT_V11 const char *ibv_get_device_name(struct ibv_device *device)
 {
 	if (!device) {
 		errno = EINVAL;
@@ -84,7 +84,7 @@ OV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
 // Node GUID in network byte order: from netlink when discovery used it,
 // else read once from <ibdev_path>/node_guid ("xxxx:xxxx:xxxx:xxxx").
 // 0 when unknown (NULL device: errno EINVAL). Source: ibv_get_device_guid(3).
-OV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
+OV_EXPORT_V11 __be64 ibv_get_device_guid(struct ibv_device *device)
 {
 	if (!device) {
 		errno = EINVAL;
@@ -169,3 +169,9 @@ OV_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size, struct verbs_sys
 	}
 	return ibv_read_sysfs_file(sysfs_dev->ibdev_path, rel, buf, size);
 }
+
+// Default versions of the verbs that also have an @IBVERBS_1.0 twin.
+OV_DEFAULT_VERSION_1_1(ibv_free_device_list);
+OV_DEFAULT_VERSION_1_1(ibv_get_device_guid);
+OV_DEFAULT_VERSION_1_1(ibv_get_device_list);
+OV_DEFAULT_VERSION_1_1(ibv_get_device_name);

@@ -18,3 +18,21 @@
 
 // Binds symbol `impl` to the versioned name `versioned` ("name@NODE").
 #define OV_SYMVER(impl, versioned) __asm__(".symver " #impl "," versioned)
+
+// The 33 verbs that also have an @IBVERBS_1.0 twin (libibverbs.symbols) are
+// defined with OV_EXPORT_V11 instead of OV_EXPORT: their plain name stays
+// inside the library, and OV_DEFAULT_VERSION_1_1(name), in the same file,
+// exports the definition as name@@IBVERBS_1.1. (A plain exported name would
+// be claimed by the first version node that lists it, IBVERBS_1.0, which
+// must list it for the twin.)
+#ifdef OV_STATIC_ARCHIVE
+// The unit tests' static archive: plain names, no version bindings.
+#define OV_EXPORT_V11 OV_EXPORT
+#define OV_DEFAULT_VERSION_1_1(name) static_assert(true, #name)
+#else
+#define OV_EXPORT_V11 OV_EXTERN_C __attribute__((visibility("hidden")))
+#define OV_DEFAULT_VERSION_1_1(name)                                            \
+	OV_EXTERN_C __typeof__(name) ov_v11_##name                              \
+		__attribute__((alias(#name), visibility("default")));           \
+	OV_SYMVER(ov_v11_##name, #name "@@IBVERBS_1.1")
+#endif

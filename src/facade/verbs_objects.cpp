@@ -17,14 +17,14 @@ using ov::facade::obj_ok;
 
 // ---- PD ----------------------------------------------------------------------
 
-OV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+OV_EXPORT_V11 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
 	if (!ctx_ok(context))
 		return fail_null<struct ibv_pd>(EINVAL);
 	return ov::verbs::alloc_pd(context);
 }
 
-OV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+OV_EXPORT_V11 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	if (!obj_ok(pd))
 		return fail(EINVAL);
@@ -43,7 +43,7 @@ OV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 	return ov::verbs::reg_mr_iova2(pd, addr, length, iova, access);
 }
 
-OV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+OV_EXPORT_V11 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 				    int access)
 {
 	if (!obj_ok(pd))
@@ -79,7 +79,7 @@ OV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void
 	return ov::verbs::rereg_mr(mr, flags, pd, addr, length, access);
 }
 
-OV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+OV_EXPORT_V11 int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	if (!obj_ok(mr))
 		return fail(EINVAL);
@@ -152,7 +152,7 @@ OV_EXPORT void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
 	ov::verbs::init_cq(cq, context, channel, cq_context);
 }
 
-OV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+OV_EXPORT_V11 struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 				       struct ibv_comp_channel *channel, int comp_vector)
 {
 	if (!ctx_ok(context) || (channel && channel->context != context))
@@ -160,14 +160,14 @@ OV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, voi
 	return ov::verbs::create_cq(context, cqe, cq_context, channel, comp_vector);
 }
 
-OV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+OV_EXPORT_V11 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	if (!obj_ok(cq))
 		return fail(EINVAL);
 	return ov::verbs::resize_cq(cq, cqe);
 }
 
-OV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+OV_EXPORT_V11 int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	if (!obj_ok(cq))
 		return fail(EINVAL);
@@ -175,7 +175,7 @@ OV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 }
 
 // ibv_get_cq_event(3): 0, or -1 with errno (EINVAL for NULL arguments).
-OV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+OV_EXPORT_V11 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 			       void **cq_context)
 {
 	if (!channel || !cq || !cq_context) {
@@ -185,7 +185,7 @@ OV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 	return ov::verbs::get_cq_event(channel, cq, cq_context);
 }
 
-OV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+OV_EXPORT_V11 void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
 	if (cq)
 		ov::verbs::ack_cq_events(cq, nevents);
@@ -193,7 +193,7 @@ OV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 // ---- SRQ -----------------------------------------------------------------------
 
-OV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+OV_EXPORT_V11 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 					 struct ibv_srq_init_attr *srq_init_attr)
 {
 	if (!obj_ok(pd) || !srq_init_attr)
@@ -201,7 +201,7 @@ OV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	return ov::verbs::create_srq(pd, srq_init_attr);
 }
 
-OV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+OV_EXPORT_V11 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 			     int srq_attr_mask)
 {
 	if (!obj_ok(srq) || !srq_attr)
@@ -209,14 +209,14 @@ OV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 	return ov::verbs::modify_srq(srq, srq_attr, srq_attr_mask);
 }
 
-OV_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
+OV_EXPORT_V11 int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 {
 	if (!obj_ok(srq) || !srq_attr)
 		return fail(EINVAL);
 	return ov::verbs::query_srq(srq, srq_attr);
 }
 
-OV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+OV_EXPORT_V11 int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	if (!obj_ok(srq))
 		return fail(EINVAL);
@@ -225,7 +225,7 @@ OV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 
 // ---- QP ------------------------------------------------------------------------
 
-OV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+OV_EXPORT_V11 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 				       struct ibv_qp_init_attr *qp_init_attr)
 {
 	if (!obj_ok(pd) || !qp_init_attr)
@@ -233,7 +233,7 @@ OV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 	return ov::verbs::create_qp(pd, qp_init_attr);
 }
 
-OV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+OV_EXPORT_V11 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 			   struct ibv_qp_init_attr *init_attr)
 {
 	if (!obj_ok(qp) || !attr || !init_attr)
@@ -241,14 +241,14 @@ OV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr
 	return ov::verbs::query_qp(qp, attr, attr_mask, init_attr);
 }
 
-OV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+OV_EXPORT_V11 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	if (!obj_ok(qp) || !attr)
 		return fail(EINVAL);
 	return ov::verbs::modify_qp(qp, attr, attr_mask);
 }
 
-OV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+OV_EXPORT_V11 int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	if (!obj_ok(qp))
 		return fail(EINVAL);
@@ -288,14 +288,14 @@ OV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode o
 
 // ---- AH and multicast ------------------------------------------------------
 
-OV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+OV_EXPORT_V11 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	if (!obj_ok(pd) || !attr)
 		return fail_null<struct ibv_ah>(EINVAL);
 	return ov::verbs::create_ah(pd, attr);
 }
 
-OV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+OV_EXPORT_V11 int ibv_destroy_ah(struct ibv_ah *ah)
 {
 	if (!obj_ok(ah))
 		return fail(EINVAL);
@@ -336,16 +336,39 @@ OV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ib
 	return ov::verbs::resolve_eth_l2_from_gid(context, attr, eth_mac, vid);
 }
 
-OV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+OV_EXPORT_V11 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	if (!obj_ok(qp) || !gid)
 		return fail(EINVAL);
 	return ov::verbs::attach_mcast(qp, gid, lid);
 }
 
-OV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+OV_EXPORT_V11 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	if (!obj_ok(qp) || !gid)
 		return fail(EINVAL);
 	return ov::verbs::detach_mcast(qp, gid, lid);
 }
+
+// Default versions of the verbs that also have an @IBVERBS_1.0 twin.
+OV_DEFAULT_VERSION_1_1(ibv_ack_cq_events);
+OV_DEFAULT_VERSION_1_1(ibv_alloc_pd);
+OV_DEFAULT_VERSION_1_1(ibv_attach_mcast);
+OV_DEFAULT_VERSION_1_1(ibv_create_ah);
+OV_DEFAULT_VERSION_1_1(ibv_create_cq);
+OV_DEFAULT_VERSION_1_1(ibv_create_qp);
+OV_DEFAULT_VERSION_1_1(ibv_create_srq);
+OV_DEFAULT_VERSION_1_1(ibv_dealloc_pd);
+OV_DEFAULT_VERSION_1_1(ibv_dereg_mr);
+OV_DEFAULT_VERSION_1_1(ibv_destroy_ah);
+OV_DEFAULT_VERSION_1_1(ibv_destroy_cq);
+OV_DEFAULT_VERSION_1_1(ibv_destroy_qp);
+OV_DEFAULT_VERSION_1_1(ibv_destroy_srq);
+OV_DEFAULT_VERSION_1_1(ibv_detach_mcast);
+OV_DEFAULT_VERSION_1_1(ibv_get_cq_event);
+OV_DEFAULT_VERSION_1_1(ibv_modify_qp);
+OV_DEFAULT_VERSION_1_1(ibv_modify_srq);
+OV_DEFAULT_VERSION_1_1(ibv_query_qp);
+OV_DEFAULT_VERSION_1_1(ibv_query_srq);
+OV_DEFAULT_VERSION_1_1(ibv_reg_mr);
+OV_DEFAULT_VERSION_1_1(ibv_resize_cq);

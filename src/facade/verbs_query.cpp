@@ -21,7 +21,7 @@ using ov::facade::ctx_ok;
 static inline int fail_int(int err) noexcept { return ov::facade::fail(err); }
 
 // ibv_query_device(3): 0 or errno value (EINVAL: NULL context or attr).
-OV_EXPORT int ibv_query_device(struct ibv_context *context,
+OV_EXPORT_V11 int ibv_query_device(struct ibv_context *context,
 			       struct ibv_device_attr *device_attr)
 {
 	if (!ctx_ok(context) || !device_attr)
@@ -32,7 +32,7 @@ OV_EXPORT int ibv_query_device(struct ibv_context *context,
 // ibv_query_port(3), the exported function: fills the 48-byte legacy head of
 // struct ibv_port_attr. The ibv_query_port() macro of verbs.h reaches the
 // full struct through verbs_context::query_port instead.
-OV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+OV_EXPORT_V11 int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 			     struct _compat_ibv_port_attr *port_attr)
 {
 	if (!ctx_ok(context) || !port_attr)
@@ -44,7 +44,7 @@ OV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 
 // ibv_query_gid(3): 0, or -1 with errno (EINVAL for NULL arguments or a
 // negative index). An empty table slot reads as the zero GID.
-OV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+OV_EXPORT_V11 int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
 			    union ibv_gid *gid)
 {
 	if (!ctx_ok(context) || !gid || index < 0) {
@@ -55,7 +55,7 @@ OV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int i
 }
 
 // ibv_query_pkey(3): 0, or -1 with errno. The P_Key is in network order.
-OV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+OV_EXPORT_V11 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
 			     __be16 *pkey)
 {
 	if (!ctx_ok(context) || !pkey || index < 0) {
@@ -118,3 +118,9 @@ OV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 	}
 	return ov::verbs::query_gid_type(context, port_num, index, type);
 }
+
+// Default versions of the verbs that also have an @IBVERBS_1.0 twin.
+OV_DEFAULT_VERSION_1_1(ibv_query_device);
+OV_DEFAULT_VERSION_1_1(ibv_query_gid);
+OV_DEFAULT_VERSION_1_1(ibv_query_pkey);
+OV_DEFAULT_VERSION_1_1(ibv_query_port);
