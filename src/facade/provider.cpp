@@ -27,9 +27,12 @@ OV_EXPORT void verbs_register_driver_34(const struct verbs_device_ops *ops)
 
 // The pre-2017 registration entry point (libibverbs 1.1 providers). Such
 // providers cannot work with this ABI; like rdma-core, accept and ignore.
-OV_EXPORT void ov_register_driver_1_1(const char *name, void *init_func);
+// The init function type is the 1.1 ABI's (device from sysfs path and ABI).
+typedef struct ibv_device *(*ibv_driver_init_func_1_1)(const char *uverbs_sys_path,
+						       int abi_version);
+OV_EXPORT void ov_register_driver_1_1(const char *name, ibv_driver_init_func_1_1 init_func);
 OV_SYMVER(ov_register_driver_1_1, "ibv_register_driver@IBVERBS_1.1");
-OV_EXPORT void ov_register_driver_1_1(const char *, void *)
+OV_EXPORT void ov_register_driver_1_1(const char *, ibv_driver_init_func_1_1)
 {
 	ov::log(ov::LOG_WARN, "libibverbs: ignoring a provider using the obsolete ibv_register_driver\n");
 }
