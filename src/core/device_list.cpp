@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "core/config.h"
+#include "core/context.h"
 #include "core/discovery.h"
 #include "core/providers.h"
 #include "core/settings.h"
@@ -294,6 +295,7 @@ void device_put(ibv_device *dev) noexcept
 
 int get_device_list(std::vector<ibv_device *> &out)
 {
+	library_init(); // also reached from ibv_import_device
 	DeviceList &l = list();
 	std::lock_guard<std::mutex> g(l.lock);
 	try {
