@@ -26,7 +26,9 @@
  * same type.  Newer uapi headers define the enumerator themselves.
  */
 #if !defined(LINUX_VERSION_CODE) || LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
-#define RDMA_DRIVER_MANA ((enum rdma_driver_id)20)
+/* An enumerator, as in rdma-core's copy of the uapi (C code may switch on it;
+ * in C++ it converts to enum rdma_driver_id only with a cast). */
+enum { RDMA_DRIVER_MANA = 20 };
 #endif
 
 #endif /* OPENVERBS_INFINIBAND_IB_USER_IOCTL_VERBS_H */
