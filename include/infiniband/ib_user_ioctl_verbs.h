@@ -21,13 +21,11 @@
 /*
  * rdma-core 44 knows one driver id more than the Linux 6.1 uapi: the
  * Microsoft Azure Network Adapter (added to the kernel's enum rdma_driver_id
- * in 6.2).  With an older uapi header it is supplied here, with the same
- * value and, so that C++ code can store it in an enum rdma_driver_id, the
- * same type.  Newer uapi headers define the enumerator themselves.
+ * in 6.2).  With an older uapi header it is supplied here as an enumerator
+ * of the same value (an enum cannot be extended, so it lives in an anonymous
+ * one).  Newer uapi headers define the enumerator themselves.
  */
 #if !defined(LINUX_VERSION_CODE) || LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
-/* An enumerator, as in rdma-core's copy of the uapi (C code may switch on it;
- * in C++ it converts to enum rdma_driver_id only with a cast). */
 enum { RDMA_DRIVER_MANA = 20 };
 #endif
 
