@@ -3,6 +3,7 @@
 // core (src/core/verbs/objects.cpp). Int verbs return an errno value (also
 // left in errno); pointer verbs return NULL with errno. NULL objects, or
 // objects whose context was not made by this library, give EINVAL.
+#include "core/domains/domains.h"
 #include "core/verbs/verbs.h"
 #include "facade/export.h"
 #include "facade/verbs_check.h"
@@ -26,6 +27,10 @@ OV_EXPORT_V11 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 
 OV_EXPORT_V11 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
+	// First, without touching *pd: a PD (or parent domain) freed already is
+	// EINVAL, one still used by a parent domain EBUSY (domains.h).
+	if (int busy_or_stale = ov::domains::check_dealloc_pd(pd))
+		return fail(busy_or_stale);
 	if (!obj_ok(pd))
 		return fail(EINVAL);
 	return ov::verbs::dealloc_pd(pd);
