@@ -4,6 +4,7 @@
 # rxe0 bandwidth and latency in one run (bench/soft/compare-vm.sh prints the
 # ratios from the logs). Run by tests/vm/run.sh (group soft-perftest).
 . "$OV_REPO/tests/vm/lib.sh"
+ov_require_ours "soft0 is the project's software device"
 export RDMAV_SOFT_DEVICES=1
 if ! mountpoint -q /dev/shm 2>/dev/null; then
   mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm

@@ -3,6 +3,7 @@
 # same Debian programs as the rxe-verbs group, on soft0 (RDMAV_SOFT_DEVICES=1),
 # so one run compares both devices. Run by tests/vm/run.sh (group soft-verbs).
 . "$OV_REPO/tests/vm/lib.sh"
+ov_require_ours "soft0 is the project's software device"
 export RDMAV_SOFT_DEVICES=1
 # The device keeps its shared state in /dev/shm: give the guest one.
 if ! mountpoint -q /dev/shm 2>/dev/null; then
