@@ -498,6 +498,13 @@ int ibv_read_ibdev_sysfs_file(char *buf, size_t size,
 			      const char *fnfmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* The sysfs root the library uses ($SYSFS_PATH or /sys), and a reader of
+ * <dir>/<file> into buf (NUL terminated, trailing newline removed): the
+ * length read, or -1 with errno. Kept for old providers and librdmacm. */
+const char *ibv_get_sysfs_path(void);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
+			size_t size);
+
 /* GID type of a port's GID index (IBV_GID_TYPE_SYSFS_*). 0 or errno. */
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		       unsigned int index, enum ibv_gid_type_sysfs *type);

@@ -7,11 +7,14 @@
 
 namespace ov {
 
+// Decided once per process, from the state at first use (like glibc's
+// secure_getenv, which decides at program start): AT_SECURE, or real and
+// effective ids that differ.
 bool process_is_privileged() noexcept
 {
-	if (getauxval(AT_SECURE))
-		return true;
-	return getuid() != geteuid() || getgid() != getegid();
+	static const bool privileged = getauxval(AT_SECURE) || getuid() != geteuid() ||
+				       getgid() != getegid();
+	return privileged;
 }
 
 const char *secure_env(const char *name) noexcept

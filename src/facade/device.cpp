@@ -19,8 +19,6 @@
 #include <mutex>
 
 // Declared by rdma-core's driver.h; not (yet) in ours.
-extern "C" const char *ibv_get_sysfs_path(void);
-extern "C" int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 
 namespace {
 std::mutex g_guid_lock; // serialises the lazy node_guid read

@@ -7,8 +7,6 @@
 
 using namespace ovtest;
 
-extern "C" const char *ibv_get_sysfs_path(void);
-extern "C" int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 
 TEST(Facade, NullArguments)
 {
