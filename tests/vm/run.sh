@@ -72,7 +72,7 @@ add_group() {
   group_path[$name]=$path; group_names+=("$name")
 }
 for f in "$here"/groups/*.sh; do add_group "$(basename "$f" .sh)" "$f"; done
-for f in "$repo"/tests/*/vm-group-*.sh; do
+for f in "$repo"/tests/*/vm-group-*.sh "$repo"/tests/*/*/vm-group-*.sh; do
   b=$(basename "$f" .sh); add_group "${b#vm-group-}" "$f"
 done
 for f in "${extra[@]}"; do
