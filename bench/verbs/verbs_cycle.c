@@ -6,10 +6,12 @@
  *   modify RESET->INIT->RTR->RTS (connected to itself), destroy all, close.
  *
  * Usage: verbs_cycle DEVICE [GID_INDEX] [--rss]
- *   Under `valgrind --tool=callgrind --collect-atstart=no` only the cycle is
+ *   Under `valgrind --tool=callgrind --instr-atstart=no` only the cycle is
  *   counted (CALLGRIND_START/STOP_INSTRUMENTATION around it), not the program
- *   start or the device list. With --rss it prints the resident set size in
- *   KiB right after ibv_open_device (from /proc/self/statm) and exits.
+ *   start or the device list. (--collect-atstart=no does not work with these
+ *   macros: they switch instrumentation, not collection.) With --rss it
+ *   prints the resident set size in KiB (from /proc/self/statm) before and
+ *   right after ibv_open_device, and exits.
  * Exit status 0 when every step succeeded; each failure is printed.
  */
 #include <errno.h>
@@ -131,9 +133,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (want_rss) {
+		long before = rss_kib();
 		struct ibv_context *ctx = ibv_open_device(dev);
 		CHECK(ctx, "ibv_open_device");
-		printf("rss_kib_after_open %ld\n", rss_kib());
+		long after = rss_kib();
+		printf("rss_kib_before_open %ld\n", before);
+		printf("rss_kib_after_open %ld\n", after);
 		ibv_close_device(ctx);
 		ibv_free_device_list(list);
 		return 0;

@@ -1,0 +1,139 @@
+#!/bin/bash
+# Issue 3 benchmark: one control-path cycle of the verbs on rxe0 in the qemu
+# test bed (real kernel, Debian's provider librxe), our libibverbs against
+# Debian's, measured in the same guest:
+#   - userspace instructions (callgrind, only the cycle: open device, alloc PD,
+#     reg MR, create CQ, create RC QP, modify to RTS, destroy all, close), with
+#     the split per object (libibverbs / librxe / libc / ...);
+#     target: ours / Debian's <= 0.8;
+#   - resident set size right after ibv_open_device; target: ours <= Debian's.
+# Prints the table with ratios and MET / NOT MET, then where our library
+# spends its instructions (callgrind_annotate, self cost).
+#
+#   bench/verbs/run-vm.sh [BUILD_DIR]     (default: build)
+#
+# Builds nothing: needs BUILD_DIR/bench/verbs_cycle and BUILD_DIR/lib (cmake
+# --build BUILD_DIR --target verbs_cycle ibverbs, or the target bench_verbs).
+# The guest (tests/vm/run.sh) runs the group bench/verbs/verbs-cycle.sh; its
+# raw numbers and callgrind out files stay in
+# BUILD_DIR/vm-results/<run>/logs/verbs-cycle/.
+# Environment: VM_BENCH_TIMEOUT (whole guest, s, default 1800),
+# VM_BENCH_TEST_TIMEOUT (per program, s, default 900), OPENVERBS_VM_CACHE.
+# Exit status: 0 targets met, 1 a target not met, 2 no measurement.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+B=${1:-$repo/build}
+[ -d "$B" ] || { echo "bench-verbs: no build directory $B" >&2; exit 2; }
+B=$(cd "$B" && pwd)
+for f in "$B/bench/verbs_cycle" "$B/lib/libibverbs.so.1"; do
+  [ -e "$f" ] || { echo "bench-verbs: $f is missing (cmake --build $B --target verbs_cycle ibverbs)" >&2; exit 2; }
+done
+case $B in /tmp/*|/run/*) echo "bench-verbs: the guest cannot see $B (under /tmp or /run)" >&2; exit 2 ;; esac
+
+group=$here/verbs-cycle.sh
+name=$(basename "$group" .sh)
+log=$(mktemp /tmp/ov-bench-verbs.XXXXXX)
+trap 'rm -f "$log"' EXIT
+"$repo/tests/vm/run.sh" --build-dir "$B" --lib "$B/lib" --group "$group" \
+  --timeout "${VM_BENCH_TIMEOUT:-1800}" --test-timeout "${VM_BENCH_TEST_TIMEOUT:-900}" 2>&1 | tee "$log"
+res=$(sed -n 's/^vm: results in //p' "$log" | tail -n1)
+dir=$res/logs/$name
+num=$dir/numbers.txt
+if [ -z "$res" ] || [ ! -s "$num" ]; then
+  echo "bench-verbs: the guest produced no numbers (${res:-no results folder})" >&2; exit 2
+fi
+val() { awk -v k="$1" '$1 == k { print $2; exit }' "$num"; }
+
+# Self cost (Ir) per object class, from a callgrind out file: cost lines count
+# for the current ob=, except the line after calls= (the inclusive cost of a
+# call, already counted in the callee).
+split() {
+  awk '
+    function setob(s,   id) {
+      if (match(s, /^\([0-9]+\)/)) {
+        id = substr(s, RSTART, RLENGTH); s = substr(s, RLENGTH + 1); sub(/^ /, "", s)
+        if (s != "") name[id] = s; return name[id]
+      }
+      return s
+    }
+    function class(o) {
+      if (o ~ /libibverbs\.so/) return "libibverbs"
+      if (o ~ /librxe/) return "librxe"
+      if (o ~ /\/libc\.so/) return "libc"
+      if (o ~ /ld-linux/) return "ld.so"
+      if (o ~ /libstdc\+\+/) return "libstdc++"
+      if (o ~ /verbs_cycle/) return "verbs_cycle"
+      return "other"
+    }
+    /^ob=/ { cur = setob(substr($0, 4)); next }
+    /^cob=/ { setob(substr($0, 5)); next }
+    /^calls=/ { skip = 1; next }
+    /^[0-9+*-]/ { if (skip) { skip = 0; next } c[class(cur)] += $2; next }
+    END { for (k in c) print k, c[k] }' "$1"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f", a / b }'; }
+row() { printf '%-36s %14s %14s %9s\n' "$@"; }
+# block TAG TITLE: the instruction rows of one pair of runs (TAG "" or "-bindnow").
+block() {
+  local tag=$1 k a b
+  declare -A so=() sd=()
+  [ -s "$dir/callgrind.ours$tag.out" ] && while read -r k a; do so[$k]=$a; done < <(split "$dir/callgrind.ours$tag.out")
+  [ -s "$dir/callgrind.debian$tag.out" ] && while read -r k a; do sd[$k]=$a; done < <(split "$dir/callgrind.debian$tag.out")
+  a=$(val "ir_ours$tag"); b=$(val "ir_debian$tag")
+  row "$2" "${a:-?}" "${b:-?}" "$(ratio "$a" "$b")"
+  for k in libibverbs librxe libc libstdc++ ld.so verbs_cycle other; do
+    [ -n "${so[$k]:-}${sd[$k]:-}" ] || continue
+    row "  of which in $k" "${so[$k]:-0}" "${sd[$k]:-0}" "$(ratio "${so[$k]:-0}" "${sd[$k]:-0}")"
+  done
+}
+ir_o=$(val ir_ours); ir_d=$(val ir_debian)
+ro=$(val rss_after_ours); rd=$(val rss_after_debian)
+bo=$(val rss_before_ours); bd=$(val rss_before_debian)
+echo
+echo "verbs control-path cycle on $(val device) (gid index $(val gid_index)), $(date -u +%FT%TZ)"
+echo "results: $dir"
+echo "ours:   $(val lib_ours)"
+echo "debian: $(val lib_debian)"
+row "" "openverbs" "debian" "ours/deb"
+block "" "instructions, whole cycle"
+block -bindnow "instructions, LD_BIND_NOW=1"
+row "RSS before open (KiB)" "${bo:-?}" "${bd:-?}" "$(ratio "$bo" "$bd")"
+row "RSS after ibv_open_device (KiB)" "${ro:-?}" "${rd:-?}" "$(ratio "$ro" "$rd")"
+row "  growth by open (KiB)" "$(( ${ro:-0} - ${bo:-0} ))" "$(( ${rd:-0} - ${bd:-0} ))" ""
+
+status=0
+verdict() { # NAME OK(0/1) TEXT
+  if [ "$2" = 1 ]; then echo "PASS $1: $3"; else echo "FAIL $1: $3"; status=1; fi
+}
+if [ -n "$ir_o" ] && [ -n "$ir_d" ]; then
+  ok=$(awk -v a="$ir_o" -v b="$ir_d" 'BEGIN { print (a <= 0.8 * b) ? 1 : 0 }')
+  verdict instructions "$ok" "ours/debian $(ratio "$ir_o" "$ir_d") (target <= 0.8; with LD_BIND_NOW=1: $(ratio "$(val ir_ours-bindnow)" "$(val ir_debian-bindnow)"))"
+else
+  echo "FAIL instructions: not measured (see $dir)"; status=2
+fi
+if [ -n "$ro" ] && [ -n "$rd" ]; then
+  ok=$(( ro <= rd ? 1 : 0 ))
+  verdict rss "$ok" "ours $ro KiB, debian $rd KiB after open (target: ours <= debian)"
+else
+  echo "FAIL rss: not measured (see $dir)"; status=2
+fi
+
+# top OUTFILE [REGEX]: the 15 functions with the most self instructions
+# (only the lines matching REGEX, e.g. one object).
+top() {
+  callgrind_annotate --auto=no --threshold=100 "$1" 2>/dev/null |
+    awk -v re="${2:-.}" 'f && /^-+$/ { next } f && NF && $0 ~ re { print; if (++n == 15) exit } /file:function/ { f = 1 }'
+}
+# Where the instructions go (self cost): the whole cycle of each run, then
+# only our library's own functions.
+if [ -s "$dir/callgrind.ours.out" ] && command -v callgrind_annotate >/dev/null; then
+  echo
+  echo "top functions by self instructions, our run:"
+  top "$dir/callgrind.ours.out"
+  echo "top functions by self instructions, Debian's run:"
+  top "$dir/callgrind.debian.out"
+  echo "top functions of our libibverbs (LD_BIND_NOW=1 run):"
+  top "$dir/callgrind.ours-bindnow.out" "libibverbs\\.so"
+fi
+exit "$status"

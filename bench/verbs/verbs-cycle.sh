@@ -1,0 +1,106 @@
+#!/bin/bash
+# Test-bed group of the control-path benchmark (issue 3). Not picked up by the
+# normal test-bed runs: bench/verbs/run-vm.sh passes it with --group.
+#
+# On rxe0 (Debian's provider librxe in both cases) it measures, with our
+# libibverbs (LD_LIBRARY_PATH=$OV_LIB_DIR) and with Debian's (no
+# LD_LIBRARY_PATH; verbs_cycle has no RPATH):
+#   - userspace instructions of one verbs_cycle (open device .. close) under
+#     callgrind, only the cycle (--instr-atstart=no + the program's
+#     CALLGRIND_START/STOP_INSTRUMENTATION);
+#   - resident set size right after ibv_open_device (verbs_cycle --rss,
+#     median of 3 processes).
+# Writes the numbers to $OV_LOGDIR/numbers.txt ("KEY VALUE" lines) and keeps
+# the callgrind out files (callgrind.ours.out, callgrind.debian.out) there;
+# run-vm.sh prints the table on the host. A result line is PASS when the
+# measurement itself succeeded; the targets are judged by run-vm.sh.
+. "$OV_REPO/tests/vm/lib.sh"
+ov_require_ours "compares the project's library with Debian's"
+
+bin=$OV_BUILD_DIR/bench/verbs_cycle
+numbers=$OV_LOGDIR/numbers.txt
+: >"$numbers"
+dev=${RXE_DEV:-rxe0}
+gid=${RXE_GID_INDEX:-}
+printf 'device %s\ngid_index %s\n' "$dev" "$gid" >>"$numbers"
+
+# run_lib WHICH CMD...: CMD with the library WHICH (ours|debian) selected.
+run_lib() {
+  local which=$1; shift
+  if [ "$which" = ours ]; then
+    env -u LD_PRELOAD LD_LIBRARY_PATH="$OV_LIB_DIR" "$@"
+  else
+    env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@"
+  fi
+}
+
+# The library that WHICH's out file shows was loaded (ob= lines name objects).
+loaded_ibverbs() {
+  grep -oE '^c?ob=(\([0-9]+\) )?[^ ]*libibverbs\.so[^ ]*' "$1" | sed -E 's/^c?ob=(\([0-9]+\) )?//' | sort -u | head -n1
+}
+
+# callgrind WHICH [bindnow]: with bindnow, LD_BIND_NOW=1 moves the lazy PLT
+# binding of the program's first calls out of the measured cycle.
+callgrind() {
+  local which=$1 tag=$1 t0 log out rc ir lib want bind=()
+  if [ "${2:-}" = bindnow ]; then tag=$1-bindnow; bind=(LD_BIND_NOW=1); fi
+  t0=$(ov_now); log=$OV_LOGDIR/callgrind-$tag.log; out=$OV_LOGDIR/callgrind.$tag.out
+  rm -f "$out"
+  { echo "+ ${bind[*]} valgrind --tool=callgrind --instr-atstart=no $bin $dev $gid ($which)"
+    run_lib "$which" env "${bind[@]}" timeout -k 5 "$OV_TEST_TIMEOUT" valgrind --tool=callgrind --instr-atstart=no \
+      --callgrind-out-file="$out" "$bin" "$dev" $gid; } >"$log" 2>&1
+  rc=$?
+  ir=$(awk '$1 == "totals:" { print $2; exit } $1 == "summary:" { s = $2 } END { if (s != "") print s }' "$out" 2>/dev/null | head -n1)
+  lib=$(loaded_ibverbs "$out" 2>/dev/null)
+  if [ "$which" = ours ]; then want=$OV_LIB_DIR/; else want=/usr/lib/x86_64-linux-gnu/; fi
+  if [ "$rc" != 0 ]; then
+    ov_check "callgrind-$tag" "$log" "$rc" "" "$t0"
+  elif [ -z "$ir" ] || [ "$ir" = 0 ]; then
+    ov_result FAIL "callgrind-$tag" "$t0" "(no instruction total in $out)"
+  elif [ "${lib#"$want"}" = "$lib" ]; then
+    ov_result FAIL "callgrind-$tag" "$t0" "(wrong library loaded: '${lib:-none}', expected one in $want)"
+  else
+    echo "ir_$tag $ir" >>"$numbers"
+    echo "lib_$tag $lib" >>"$numbers"
+    ov_result PASS "callgrind-$tag" "$t0" "($ir instructions, $lib)"
+  fi
+}
+
+rss() {
+  local which=$1 t0 log rc=0 i v b
+  t0=$(ov_now); log=$OV_LOGDIR/rss-$which.log
+  : >"$log"
+  for i in 1 2 3; do
+    run_lib "$which" timeout -k 5 "$OV_TEST_TIMEOUT" "$bin" "$dev" --rss >>"$log" 2>&1 || { rc=$?; break; }
+    rc=0
+  done
+  if [ "$rc" != 0 ]; then ov_check "rss-$which" "$log" "$rc" "" "$t0"; return; fi
+  # Median of the three (no process substitution: the guest has no /dev/fd).
+  b=$(awk '$1 == "rss_kib_before_open" { print $2 }' "$log" | sort -n | sed -n 2p)
+  v=$(awk '$1 == "rss_kib_after_open" { print $2 }' "$log" | sort -n | sed -n 2p)
+  if [ -z "$b" ] || [ -z "$v" ]; then
+    ov_result FAIL "rss-$which" "$t0" "(no RSS lines; log $log)"; return
+  fi
+  echo "rss_before_$which $b" >>"$numbers"
+  echo "rss_after_$which $v" >>"$numbers"
+  ov_result PASS "rss-$which" "$t0" "($v KiB after open, $b KiB before)"
+}
+
+t0=$(ov_now)
+if [ ! -x "$bin" ]; then
+  ov_result FAIL setup "$t0" "($bin not built)"; exit 1
+fi
+if ! command -v valgrind >/dev/null; then
+  ov_result FAIL setup "$t0" "(valgrind is not installed on the host)"; exit 1
+fi
+if [ -z "$gid" ]; then
+  ov_result FAIL setup "$t0" "(RXE_GID_INDEX is not set)"; exit 1
+fi
+
+callgrind debian
+callgrind ours
+callgrind debian bindnow
+callgrind ours bindnow
+rss debian
+rss ours
+exit "$ov_failed"
