@@ -9,6 +9,9 @@
 #include "core/verbs/verbs.h"
 #include "core/verbs/lib_ops.h"
 #include "core/context_private.h"
+#include "../../../providers/soft/soft_hooks.h"
+
+#include <infiniband/openverbs.h>
 
 #include <cerrno>
 #include <cstdarg>
@@ -34,6 +37,18 @@ int run_ioctl(struct ibv_context *ctx, struct ibv_command_buffer *cmdb)
 	if (!&execute_ioctl || ctx->cmd_fd < 0)
 		return ENOTTY;
 	return execute_ioctl(ctx, cmdb);
+}
+// The soft provider's hook table when ctx is a software device that
+// publishes one (version 1 or later), else nullptr.
+const struct openverbs_soft_hooks *soft_hooks(struct ibv_context *ctx)
+{
+	struct verbs_device *vdev = verbs_get_device(ctx->device);
+	if (!vdev || !vdev->sysfs || !(vdev->sysfs->flags & VSYSFS_SOFT) || !vdev->sysfs->match)
+		return nullptr;
+	auto *hooks = static_cast<const struct openverbs_soft_hooks *>(vdev->sysfs->match->driver_data);
+	if (!hooks || hooks->version < 1)
+		return nullptr;
+	return hooks;
 }
 } // namespace
 
@@ -220,6 +235,40 @@ static int sysfs_gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t inde
 	return 0;
 }
 
+// One GID entry of a software device from its provider's hooks: 0,
+// ENODATA for an empty slot, or the hook's errno value (EINVAL for a bad
+// port or index).
+static int soft_gid_entry(struct ibv_context *ctx, const struct openverbs_soft_hooks *hooks,
+			  uint32_t port, uint32_t index, struct ibv_gid_entry *entry)
+{
+	if (!hooks->query_gid)
+		return EOPNOTSUPP;
+	if (port > UINT8_MAX || index > INT32_MAX)
+		return EINVAL;
+	entry->gid_index = index;
+	entry->port_num = port;
+	int ret = hooks->query_gid(ctx, static_cast<uint8_t>(port), static_cast<int>(index),
+				   &entry->gid);
+	if (ret)
+		return ret;
+	if (gid_is_zero(&entry->gid))
+		return ENODATA;
+	entry->gid_type = IBV_GID_TYPE_IB;
+	entry->ndev_ifindex = 0;
+	return 0;
+}
+
+// One entry for the table walk: software devices ask their provider, the
+// others read sysfs.
+static int table_gid_entry(struct ibv_context *ctx, const struct openverbs_soft_hooks *hooks,
+			   uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
+			   uint32_t mask, int link_layer)
+{
+	if (hooks)
+		return soft_gid_entry(ctx, hooks, port, index, entry);
+	return sysfs_gid_entry(ctx, port, index, entry, mask, link_layer);
+}
+
 // The kernel has no GID query method: use sysfs. rdma-core keys this on the
 // query_port op's ioctl support bit.
 static bool gid_ioctl_unsupported(struct ibv_context *ctx, int ret)
@@ -251,6 +300,11 @@ int query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
 {
 	if (!entry || entry_size < sizeof(*entry))
 		return EINVAL;
+	if (auto *hooks = soft_hooks(ctx)) {
+		if (flags)
+			return EOPNOTSUPP;
+		return soft_gid_entry(ctx, hooks, port, index, entry);
+	}
 
 	int ret = 0;
 	if (!gid_ioctl_known_unsupported(ctx)) {
@@ -270,8 +324,8 @@ int query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
 	return sysfs_gid_entry(ctx, port, index, entry, fallback_mask, -1);
 }
 
-static ssize_t sysfs_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
-			       size_t max_entries, size_t entry_size)
+static ssize_t walk_gid_table(struct ibv_context *ctx, const struct openverbs_soft_hooks *hooks,
+			      struct ibv_gid_entry *entries, size_t max_entries, size_t entry_size)
 {
 	struct ibv_device_attr dattr;
 	int ret = query_device(ctx, &dattr);
@@ -295,8 +349,8 @@ static ssize_t sysfs_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *en
 						       reinterpret_cast<char *>(entries) +
 						       count * entry_size)
 					     : &scratch;
-			ret = sysfs_gid_entry(ctx, port, static_cast<uint32_t>(i), slot, all,
-					      pattr.link_layer);
+			ret = table_gid_entry(ctx, hooks, port, static_cast<uint32_t>(i), slot,
+					      all, pattr.link_layer);
 			if (ret == ENODATA)
 				continue;
 			if (ret)
@@ -316,6 +370,11 @@ ssize_t query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
 		return -EINVAL;
 	if (max_entries > SIZE_MAX / entry_size)
 		return -EINVAL;
+	if (auto *hooks = soft_hooks(ctx)) {
+		if (flags)
+			return -EOPNOTSUPP;
+		return walk_gid_table(ctx, hooks, entries, max_entries, entry_size);
+	}
 
 	if (!gid_ioctl_known_unsupported(ctx)) {
 		uint64_t num = 0;
@@ -331,7 +390,7 @@ ssize_t query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
 	}
 	if (flags)
 		return -EOPNOTSUPP;
-	return sysfs_gid_table(ctx, entries, max_entries, entry_size);
+	return walk_gid_table(ctx, nullptr, entries, max_entries, entry_size);
 }
 
 int query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid) noexcept
@@ -393,6 +452,14 @@ int query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey) n
 	char text[16];
 	unsigned int value;
 
+	if (auto *hooks = soft_hooks(ctx)) {
+		int ret = hooks->query_pkey ? hooks->query_pkey(ctx, port, index, pkey) : EOPNOTSUPP;
+		if (ret) {
+			errno = ret;
+			return -1;
+		}
+		return 0;
+	}
 	if (read_ibdev_file(ctx->device, text, sizeof(text), "ports/%u/pkeys/%d", port, index) < 0)
 		return -1;
 	if (sscanf(text, "%x", &value) != 1 || value > 0xffff) {
