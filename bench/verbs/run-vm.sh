@@ -11,6 +11,7 @@
 # spends its instructions (callgrind_annotate, self cost).
 #
 #   bench/verbs/run-vm.sh [BUILD_DIR]     (default: build)
+#   bench/verbs/run-vm.sh --report BUILD_DIR/vm-results/<run>   (table only)
 #
 # Builds nothing: needs BUILD_DIR/bench/verbs_cycle and BUILD_DIR/lib (cmake
 # --build BUILD_DIR --target verbs_cycle ibverbs, or the target bench_verbs).
@@ -23,21 +24,25 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-B=${1:-$repo/build}
-[ -d "$B" ] || { echo "bench-verbs: no build directory $B" >&2; exit 2; }
-B=$(cd "$B" && pwd)
-for f in "$B/bench/verbs_cycle" "$B/lib/libibverbs.so.1"; do
-  [ -e "$f" ] || { echo "bench-verbs: $f is missing (cmake --build $B --target verbs_cycle ibverbs)" >&2; exit 2; }
-done
-case $B in /tmp/*|/run/*) echo "bench-verbs: the guest cannot see $B (under /tmp or /run)" >&2; exit 2 ;; esac
-
 group=$here/verbs-cycle.sh
 name=$(basename "$group" .sh)
 log=$(mktemp /tmp/ov-bench-verbs.XXXXXX)
 trap 'rm -f "$log"' EXIT
-"$repo/tests/vm/run.sh" --build-dir "$B" --lib "$B/lib" --group "$group" \
-  --timeout "${VM_BENCH_TIMEOUT:-1800}" --test-timeout "${VM_BENCH_TEST_TIMEOUT:-900}" 2>&1 | tee "$log"
-res=$(sed -n 's/^vm: results in //p' "$log" | tail -n1)
+if [ "${1:-}" = --report ]; then
+  # Only print the table of an earlier run: --report BUILD_DIR/vm-results/<run>
+  res=$(cd "${2:?--report needs a vm-results run folder}" && pwd)
+else
+  B=${1:-$repo/build}
+  [ -d "$B" ] || { echo "bench-verbs: no build directory $B" >&2; exit 2; }
+  B=$(cd "$B" && pwd)
+  for f in "$B/bench/verbs_cycle" "$B/lib/libibverbs.so.1"; do
+    [ -e "$f" ] || { echo "bench-verbs: $f is missing (cmake --build $B --target verbs_cycle ibverbs)" >&2; exit 2; }
+  done
+  case $B in /tmp/*|/run/*) echo "bench-verbs: the guest cannot see $B (under /tmp or /run)" >&2; exit 2 ;; esac
+  "$repo/tests/vm/run.sh" --build-dir "$B" --lib "$B/lib" --group "$group" \
+    --timeout "${VM_BENCH_TIMEOUT:-1800}" --test-timeout "${VM_BENCH_TEST_TIMEOUT:-900}" 2>&1 | tee "$log"
+  res=$(sed -n 's/^vm: results in //p' "$log" | tail -n1)
+fi
 dir=$res/logs/$name
 num=$dir/numbers.txt
 if [ -z "$res" ] || [ ! -s "$num" ]; then
@@ -101,6 +106,41 @@ block -bindnow "instructions, LD_BIND_NOW=1"
 row "RSS before open (KiB)" "${bo:-?}" "${bd:-?}" "$(ratio "$bo" "$bd")"
 row "RSS after ibv_open_device (KiB)" "${ro:-?}" "${rd:-?}" "$(ratio "$ro" "$rd")"
 row "  growth by open (KiB)" "$(( ${ro:-0} - ${bo:-0} ))" "$(( ${rd:-0} - ${bd:-0} ))" ""
+
+# Resident KiB per mapped object (first --rss run of each), where they differ.
+if [ -s "$dir/rss-maps-ours.txt" ] && [ -s "$dir/rss-maps-debian.txt" ]; then
+  echo "resident KiB per mapped object after open (where ours and Debian's differ):"
+  awk '
+    function key(p) { if (p ~ /\/libibverbs\.so/) return "libibverbs.so.1"; n = split(p, a, "/"); return a[n] }
+    FNR == 1 { side++ }
+    { k = key($2); v[side, k] += $1; seen[k] = 1 }
+    END {
+      for (k in seen) if (v[1, k] != v[2, k])
+        printf "  %-34s %14d %14d %+9d\n", k, v[1, k], v[2, k], v[1, k] - v[2, k]
+    }' "$dir/rss-maps-ours.txt" "$dir/rss-maps-debian.txt" | sort -k4,4gr
+fi
+
+# Inclusive instructions of each verb the cycle calls (LD_BIND_NOW=1 runs):
+# the largest inclusive entry of the exported function, any symbol version.
+verb_incl() { # OUTFILE VERB
+  awk -v v="$2" '
+    { line = $0; sub(/ \[[^]]*\]$/, "", line)
+      if (match(line, ":" v "(@@?IBVERBS_[0-9.]+)?$")) { c = $1; gsub(/,/, "", c); if (c + 0 > m) m = c + 0 } }
+    END { print m + 0 }' "$1"
+}
+if [ -s "$dir/callgrind.ours-bindnow.out" ] && [ -s "$dir/callgrind.debian-bindnow.out" ] &&
+   command -v callgrind_annotate >/dev/null; then
+  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.ours-bindnow.out" >"$log.io" 2>/dev/null
+  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.debian-bindnow.out" >"$log.id" 2>/dev/null
+  echo "inclusive instructions per verb (LD_BIND_NOW=1; includes librxe and libc below it):"
+  for v in ibv_open_device ibv_alloc_pd ibv_reg_mr ibv_create_cq ibv_create_qp ibv_cmd_query_port \
+           ibv_query_gid ibv_modify_qp ibv_destroy_qp ibv_destroy_cq ibv_dereg_mr ibv_dealloc_pd \
+           ibv_close_device; do
+    a=$(verb_incl "$log.io" "$v"); b=$(verb_incl "$log.id" "$v")
+    row "  $v" "$a" "$b" "$(ratio "$a" "$b")"
+  done
+  rm -f "$log.io" "$log.id"
+fi
 
 status=0
 verdict() { # NAME OK(0/1) TEXT

@@ -81,6 +81,8 @@ rss() {
   if [ -z "$b" ] || [ -z "$v" ]; then
     ov_result FAIL "rss-$which" "$t0" "(no RSS lines; log $log)"; return
   fi
+  # Resident KiB per mapped object, from the first run.
+  awk '$1 == "rss_kib_before_open" && ++n == 2 { exit } $1 == "rss_map" { print $2, $3 }' "$log" >"$OV_LOGDIR/rss-maps-$which.txt"
   echo "rss_before_$which $b" >>"$numbers"
   echo "rss_after_$which $v" >>"$numbers"
   ov_result PASS "rss-$which" "$t0" "($v KiB after open, $b KiB before)"

@@ -11,7 +11,9 @@
  *   start or the device list. (--collect-atstart=no does not work with these
  *   macros: they switch instrumentation, not collection.) With --rss it
  *   prints the resident set size in KiB (from /proc/self/statm) before and
- *   right after ibv_open_device, and exits.
+ *   right after ibv_open_device, then the resident KiB of each mapped object
+ *   ("rss_map KIB PATH", from /proc/self/smaps; anonymous memory as [anon]),
+ *   and exits.
  * Exit status 0 when every step succeeded; each failure is printed.
  */
 #include <errno.h>
@@ -42,6 +44,47 @@ static long rss_kib(void)
 		pages_rss = -1;
 	fclose(f);
 	return pages_rss < 0 ? -1 : pages_rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Resident KiB per mapped object, summed over its mappings. */
+static void print_rss_maps(void)
+{
+	enum { MAX_OBJS = 256 };
+	static char names[MAX_OBJS][256];
+	static long kib[MAX_OBJS];
+	int nobj = 0, cur = -1;
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char first[128], path[256] = "[anon]";
+		long v;
+
+		if (sscanf(line, "%127s", first) != 1)
+			continue;
+		if (first[strlen(first) - 1] == ':') {
+			if (cur >= 0 && !strcmp(first, "Rss:") &&
+			    sscanf(line, "%*s %ld", &v) == 1)
+				kib[cur] += v;
+			continue;
+		}
+		/* A mapping header: range perms offset dev inode [path]. */
+		sscanf(line, "%*s %*s %*s %*s %*s %255s", path);
+		for (cur = 0; cur < nobj && strcmp(names[cur], path); cur++)
+			;
+		if (cur == nobj) {
+			if (nobj == MAX_OBJS) {
+				cur = -1;
+				continue;
+			}
+			snprintf(names[nobj++], sizeof(names[0]), "%s", path);
+		}
+	}
+	fclose(f);
+	for (int i = 0; i < nobj; i++)
+		printf("rss_map %ld %s\n", kib[i], names[i]);
 }
 
 static int cycle(struct ibv_device *dev, int gid_index)
@@ -139,6 +182,7 @@ int main(int argc, char **argv)
 		long after = rss_kib();
 		printf("rss_kib_before_open %ld\n", before);
 		printf("rss_kib_after_open %ld\n", after);
+		print_rss_maps();
 		ibv_close_device(ctx);
 		ibv_free_device_list(list);
 		return 0;
