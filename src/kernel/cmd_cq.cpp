@@ -145,28 +145,14 @@ int cmd_destroy_cq(struct ibv_cq *cq) noexcept
 {
 	if (!cq)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY, 2);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
 	struct ib_uverbs_destroy_cq_resp resp = {};
-	cmdb.out_ptr(UVERBS_ATTR_DESTROY_CQ_RESP, &resp);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_CQ_HANDLE, cq->handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(cq->context, OV_FALLBACK_BIT(destroy_cq), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReq<ib_uverbs_destroy_cq> req = {};
-		req.core.response = ptr_to_u64(&resp);
-		req.core.cq_handle = cq->handle;
-		ret = send_write(cq->context, IB_USER_VERBS_CMD_DESTROY_CQ, &req, sizeof(req), sizeof(req), &resp,
-				 sizeof(resp), sizeof(resp));
-		break;
-	}
-	default:
-		break;
-	}
-	if (destroy_failed(&ret))
+	LegacyReq<ib_uverbs_destroy_cq> req = {};
+	req.core.response = ptr_to_u64(&resp);
+	req.core.cq_handle = cq->handle;
+	int ret;
+	if (destroy_handle(cq->context, OV_FALLBACK_BIT(destroy_cq), UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY,
+			   UVERBS_ATTR_DESTROY_CQ_HANDLE, cq->handle, IB_USER_VERBS_CMD_DESTROY_CQ, req,
+			   answer_in(UVERBS_ATTR_DESTROY_CQ_RESP, &resp), &ret))
 		return ret;
 
 	// Every completion and async event the kernel delivered for this CQ

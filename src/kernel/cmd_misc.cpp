@@ -157,27 +157,17 @@ int cmd_destroy_wq(struct ibv_wq *wq) noexcept
 {
 	if (!wq)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_WQ, UVERBS_METHOD_WQ_DESTROY, 2);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
+	// The ioctl method answers only the event count; the extended write
+	// answers the whole ib_uverbs_ex_destroy_wq_resp.
 	struct ib_uverbs_ex_destroy_wq_resp resp = {};
-	cmdb.out_ptr(UVERBS_ATTR_DESTROY_WQ_RESP, &resp.events_reported);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_WQ_HANDLE, wq->handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(wq->context, OV_FALLBACK_BIT(destroy_wq), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReqEx<ib_uverbs_ex_destroy_wq> req = {};
-		req.core.wq_handle = wq->handle;
-		ret = send_write_ex(wq->context, IB_USER_VERBS_EX_CMD_DESTROY_WQ, &req, sizeof(req), sizeof(req), &resp,
-				    sizeof(resp), sizeof(resp));
-		break;
-	}
-	default:
-		break;
-	}
-	if (destroy_failed(&ret))
+	LegacyReqEx<ib_uverbs_ex_destroy_wq> req = {};
+	req.core.wq_handle = wq->handle;
+	const DestroyAnswer answer{UVERBS_ATTR_DESTROY_WQ_RESP, &resp.events_reported, sizeof(resp.events_reported),
+				   &resp, sizeof(resp)};
+	int ret;
+	if (destroy_handle(wq->context, OV_FALLBACK_BIT(destroy_wq), UVERBS_OBJECT_WQ, UVERBS_METHOD_WQ_DESTROY,
+			   UVERBS_ATTR_DESTROY_WQ_HANDLE, wq->handle, IB_USER_VERBS_EX_CMD_DESTROY_WQ, req, answer,
+			   &ret))
 		return ret;
 	wait_events(&wq->mutex, &wq->cond, &wq->events_completed, resp.events_reported);
 	return 0;
@@ -228,26 +218,13 @@ int cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table *rwq_ind_table) noexcept
 {
 	if (!rwq_ind_table)
 		return fail(EINVAL);
-	struct ibv_context *ctx = rwq_ind_table->context;
-	CommandBuffer cmdb(UVERBS_OBJECT_RWQ_IND_TBL, UVERBS_METHOD_RWQ_IND_TBL_DESTROY, 1);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_RWQ_IND_TBL_HANDLE, rwq_ind_table->ind_tbl_handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(ctx, OV_FALLBACK_BIT(destroy_rwq_ind_table), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReqEx<ib_uverbs_ex_destroy_rwq_ind_table> req = {};
-		req.core.ind_tbl_handle = rwq_ind_table->ind_tbl_handle;
-		ret = send_write_ex(ctx, IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL, &req, sizeof(req), sizeof(req),
-				    nullptr, 0, 0);
-		break;
-	}
-	default:
-		break;
-	}
-	destroy_failed(&ret);
+	LegacyReqEx<ib_uverbs_ex_destroy_rwq_ind_table> req = {};
+	req.core.ind_tbl_handle = rwq_ind_table->ind_tbl_handle;
+	int ret;
+	destroy_handle(rwq_ind_table->context, OV_FALLBACK_BIT(destroy_rwq_ind_table), UVERBS_OBJECT_RWQ_IND_TBL,
+		       UVERBS_METHOD_RWQ_IND_TBL_DESTROY, UVERBS_ATTR_DESTROY_RWQ_IND_TBL_HANDLE,
+		       rwq_ind_table->ind_tbl_handle, IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL, req, DestroyAnswer{},
+		       &ret);
 	return ret;
 }
 
@@ -258,25 +235,12 @@ int cmd_destroy_flow(struct ibv_flow *flow_id) noexcept
 {
 	if (!flow_id)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_FLOW, UVERBS_METHOD_FLOW_DESTROY, 1);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_FLOW_HANDLE, flow_id->handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(flow_id->context, OV_FALLBACK_BIT(destroy_flow), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReqEx<ib_uverbs_destroy_flow> req = {};
-		req.core.flow_handle = flow_id->handle;
-		ret = send_write_ex(flow_id->context, IB_USER_VERBS_EX_CMD_DESTROY_FLOW, &req, sizeof(req),
-				    sizeof(req), nullptr, 0, 0);
-		break;
-	}
-	default:
-		break;
-	}
-	destroy_failed(&ret);
+	LegacyReqEx<ib_uverbs_destroy_flow> req = {};
+	req.core.flow_handle = flow_id->handle;
+	int ret;
+	destroy_handle(flow_id->context, OV_FALLBACK_BIT(destroy_flow), UVERBS_OBJECT_FLOW, UVERBS_METHOD_FLOW_DESTROY,
+		       UVERBS_ATTR_DESTROY_FLOW_HANDLE, flow_id->handle, IB_USER_VERBS_EX_CMD_DESTROY_FLOW, req,
+		       DestroyAnswer{}, &ret);
 	return ret;
 }
 

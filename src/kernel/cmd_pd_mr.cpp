@@ -19,24 +19,10 @@ int destroy_object(struct ibv_context *ctx, unsigned int bit, uint16_t object, u
 {
 	if (!ctx)
 		return fail(EINVAL);
-	CommandBuffer cmdb(object, method, 1);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
-	cmdb.in_obj(handle_attr, handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(ctx, bit, cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReq<Core> req = {};
-		req.core = core;
-		ret = send_write(ctx, legacy, &req, sizeof(req), sizeof(req), nullptr, 0, 0);
-		break;
-	}
-	default:
-		break;
-	}
-	destroy_failed(&ret);
+	LegacyReq<Core> req = {};
+	req.core = core;
+	int ret;
+	destroy_handle(ctx, bit, object, method, handle_attr, handle, legacy, req, DestroyAnswer{}, &ret);
 	return ret;
 }
 

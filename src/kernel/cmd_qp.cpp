@@ -516,28 +516,14 @@ int cmd_destroy_qp(struct ibv_qp *qp) noexcept
 {
 	if (!qp)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY, 2);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
 	struct ib_uverbs_destroy_qp_resp resp = {};
-	cmdb.out_ptr(UVERBS_ATTR_DESTROY_QP_RESP, &resp);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_QP_HANDLE, qp->handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(qp->context, OV_FALLBACK_BIT(destroy_qp), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReq<ib_uverbs_destroy_qp> req = {};
-		req.core.response = ptr_to_u64(&resp);
-		req.core.qp_handle = qp->handle;
-		ret = send_write(qp->context, IB_USER_VERBS_CMD_DESTROY_QP, &req, sizeof(req), sizeof(req), &resp,
-				 sizeof(resp), sizeof(resp));
-		break;
-	}
-	default:
-		break;
-	}
-	if (destroy_failed(&ret))
+	LegacyReq<ib_uverbs_destroy_qp> req = {};
+	req.core.response = ptr_to_u64(&resp);
+	req.core.qp_handle = qp->handle;
+	int ret;
+	if (destroy_handle(qp->context, OV_FALLBACK_BIT(destroy_qp), UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY,
+			   UVERBS_ATTR_DESTROY_QP_HANDLE, qp->handle, IB_USER_VERBS_CMD_DESTROY_QP, req,
+			   answer_in(UVERBS_ATTR_DESTROY_QP_RESP, &resp), &ret))
 		return ret;
 	wait_events(&qp->mutex, &qp->cond, &qp->events_completed, resp.events_reported);
 	return 0;

@@ -25,6 +25,41 @@ void set_vsrq(struct verbs_srq *vsrq, const struct ibv_srq_init_attr_ex *attr_ex
 		vsrq->cq = attr_ex->cq;
 }
 
+// The legacy write of an SRQ create: the kernel struct `Core` (CREATE_SRQ's
+// or CREATE_XSRQ's, which share their leading fields) rebuilt in the
+// provider's request (or on the stack when there is none), the shared
+// fields set here and the type's own ones by `fill`; the answer (handle,
+// granted sizes and, when report_srqn, the XRC SRQ number) goes to the SRQ.
+template <class Core, class Fill>
+int create_srq_write(uint32_t command, struct ibv_command_buffer *link, struct ibv_pd *pd,
+		     struct verbs_srq *vsrq, struct ibv_srq *srq, struct ibv_srq_init_attr_ex *attr_ex,
+		     bool report_srqn, Fill fill) noexcept
+{
+	LegacyReq<Core> req_stack = {};
+	struct ib_uverbs_create_srq_resp resp_stack;
+	auto *req = static_cast<Core *>(legacy_req(link, &req_stack, sizeof(req_stack.core)));
+	void *out = req ? legacy_resp(link, req, &resp_stack, sizeof(resp_stack)) : nullptr;
+	if (!out)
+		return fail(EINVAL);
+	std::memset(req, 0, sizeof(*req));
+	req->pd_handle = pd->handle;
+	req->user_handle = ptr_to_u64(srq);
+	req->max_wr = attr_ex->attr.max_wr;
+	req->max_sge = attr_ex->attr.max_sge;
+	req->srq_limit = attr_ex->attr.srq_limit;
+	fill(req);
+	int ret = write_bufs(command, pd->context, req, out);
+	if (ret)
+		return ret;
+	auto *r = static_cast<struct ib_uverbs_create_srq_resp *>(out);
+	srq->handle = r->srq_handle;
+	attr_ex->attr.max_wr = r->max_wr;
+	attr_ex->attr.max_sge = r->max_sge;
+	if (vsrq)
+		set_vsrq(vsrq, attr_ex, report_srqn ? r->srqn : 0);
+	return 0;
+}
+
 int create_srq(struct ibv_pd *pd, struct verbs_srq *vsrq, struct ibv_srq *srq_in,
 	       struct ibv_srq_init_attr_ex *attr_ex, struct ibv_command_buffer *link) noexcept
 {
@@ -97,61 +132,20 @@ int create_srq(struct ibv_pd *pd, struct verbs_srq *vsrq, struct ibv_srq *srq_in
 			set_vsrq(vsrq, attr_ex, srq_num);
 		return 0;
 	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		if (srq_type == IBV_SRQT_BASIC) {
-			LegacyReq<ib_uverbs_create_srq> req_stack = {};
-			struct ib_uverbs_create_srq_resp resp_stack;
-			auto *req = static_cast<struct ib_uverbs_create_srq *>(
-				legacy_req(link, &req_stack, sizeof(req_stack.core)));
-			void *out = req ? legacy_resp(link, req, &resp_stack, sizeof(resp_stack)) : nullptr;
-			if (!out)
-				return fail(EINVAL);
-			std::memset(req, 0, sizeof(*req));
-			req->pd_handle = pd->handle;
-			req->user_handle = ptr_to_u64(srq);
-			req->max_wr = attr_ex->attr.max_wr;
-			req->max_sge = attr_ex->attr.max_sge;
-			req->srq_limit = attr_ex->attr.srq_limit;
-			ret = write_bufs(IB_USER_VERBS_CMD_CREATE_SRQ, pd->context, req, out);
-			if (ret)
-				return ret;
-			auto *r = static_cast<struct ib_uverbs_create_srq_resp *>(out);
-			srq->handle = r->srq_handle;
-			attr_ex->attr.max_wr = r->max_wr;
-			attr_ex->attr.max_sge = r->max_sge;
-			if (vsrq)
-				set_vsrq(vsrq, attr_ex, 0);
-			return 0;
-		}
-		LegacyReq<ib_uverbs_create_xsrq> req_stack = {};
-		struct ib_uverbs_create_srq_resp resp_stack;
-		auto *req = static_cast<struct ib_uverbs_create_xsrq *>(legacy_req(link, &req_stack, sizeof(req_stack.core)));
-		void *out = req ? legacy_resp(link, req, &resp_stack, sizeof(resp_stack)) : nullptr;
-		if (!out)
-			return fail(EINVAL);
-		std::memset(req, 0, sizeof(*req));
-		req->pd_handle = pd->handle;
-		req->user_handle = ptr_to_u64(srq);
-		req->max_wr = attr_ex->attr.max_wr;
-		req->max_sge = attr_ex->attr.max_sge;
-		req->srq_limit = attr_ex->attr.srq_limit;
-		req->srq_type = (uint32_t)srq_type;
-		req->cq_handle = attr_ex->cq->handle;
-		if (srq_type == IBV_SRQT_TM)
-			req->max_num_tags = attr_ex->tm_cap.max_num_tags;
-		else
-			req->xrcd_handle = vxrcd->handle;
-		ret = write_bufs(IB_USER_VERBS_CMD_CREATE_XSRQ, pd->context, req, out);
-		if (ret)
-			return ret;
-		auto *r = static_cast<struct ib_uverbs_create_srq_resp *>(out);
-		srq->handle = r->srq_handle;
-		attr_ex->attr.max_wr = r->max_wr;
-		attr_ex->attr.max_sge = r->max_sge;
-		if (vsrq)
-			set_vsrq(vsrq, attr_ex, r->srqn);
-		return 0;
-	}
+	case Fallback::TryWriteEx:
+		if (srq_type == IBV_SRQT_BASIC)
+			return create_srq_write<ib_uverbs_create_srq>(IB_USER_VERBS_CMD_CREATE_SRQ, link, pd, vsrq, srq,
+								      attr_ex, false, [](struct ib_uverbs_create_srq *) {});
+		return create_srq_write<ib_uverbs_create_xsrq>(
+			IB_USER_VERBS_CMD_CREATE_XSRQ, link, pd, vsrq, srq, attr_ex, true,
+			[&](struct ib_uverbs_create_xsrq *req) {
+				req->srq_type = (uint32_t)srq_type;
+				req->cq_handle = attr_ex->cq->handle;
+				if (srq_type == IBV_SRQT_TM)
+					req->max_num_tags = attr_ex->tm_cap.max_num_tags;
+				else
+					req->xrcd_handle = vxrcd->handle;
+			});
 	case Fallback::Error:
 	default:
 		return ret;
@@ -241,28 +235,14 @@ int cmd_destroy_srq(struct ibv_srq *srq) noexcept
 {
 	if (!srq)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY, 2);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
 	struct ib_uverbs_destroy_srq_resp resp = {};
-	cmdb.out_ptr(UVERBS_ATTR_DESTROY_SRQ_RESP, &resp);
-	cmdb.in_obj(UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq->handle);
-
-	int ret = 0;
-	switch (ioctl_or_legacy(srq->context, OV_FALLBACK_BIT(destroy_srq), cmdb.get(), &ret)) {
-	case Fallback::TryWrite:
-	case Fallback::TryWriteEx: {
-		LegacyReq<ib_uverbs_destroy_srq> req = {};
-		req.core.response = ptr_to_u64(&resp);
-		req.core.srq_handle = srq->handle;
-		ret = send_write(srq->context, IB_USER_VERBS_CMD_DESTROY_SRQ, &req, sizeof(req), sizeof(req), &resp,
-				 sizeof(resp), sizeof(resp));
-		break;
-	}
-	default:
-		break;
-	}
-	if (destroy_failed(&ret))
+	LegacyReq<ib_uverbs_destroy_srq> req = {};
+	req.core.response = ptr_to_u64(&resp);
+	req.core.srq_handle = srq->handle;
+	int ret;
+	if (destroy_handle(srq->context, OV_FALLBACK_BIT(destroy_srq), UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY,
+			   UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq->handle, IB_USER_VERBS_CMD_DESTROY_SRQ, req,
+			   answer_in(UVERBS_ATTR_DESTROY_SRQ_RESP, &resp), &ret))
 		return ret;
 	wait_events(&srq->mutex, &srq->cond, &srq->events_completed, resp.events_reported);
 	return 0;

@@ -12,6 +12,8 @@
 
 #include "kernel/transport.h"
 
+#include <cerrno>
+
 namespace ov::kernel {
 
 // device
@@ -179,5 +181,72 @@ int post_recv_common(struct ibv_context *ctx, uint32_t command, uint32_t handle,
 // Waits until the application acknowledged as many events as the kernel
 // reported for a destroyed object.
 void wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond, const uint32_t *completed, uint32_t reported) noexcept;
+
+// Where the kernel's answer to a destroy goes: the ioctl method's output
+// attribute `attr` (ioctl_out, ioctl_size) and the legacy write's response
+// buffer (resp, resp_size). The default (all empty) is a destroy without an
+// answer: the ioctl carries only the handle, the write no response.
+struct DestroyAnswer {
+	uint16_t attr = 0;
+	void *ioctl_out = nullptr;
+	size_t ioctl_size = 0;
+	void *resp = nullptr;
+	size_t resp_size = 0;
+};
+
+// The legacy write of a destroy, plain or extended by the request's type.
+template <class Core>
+int send_destroy_write(struct ibv_context *ctx, uint32_t command, LegacyReq<Core> &req, void *resp,
+		       size_t resp_size) noexcept
+{
+	return send_write(ctx, command, &req, sizeof(req), sizeof(req), resp, resp_size, resp_size);
+}
+template <class Core>
+int send_destroy_write(struct ibv_context *ctx, uint32_t command, LegacyReqEx<Core> &req, void *resp,
+		       size_t resp_size) noexcept
+{
+	return send_write_ex(ctx, command, &req, sizeof(req), sizeof(req), resp, resp_size, resp_size);
+}
+
+// A destroy: the ioctl DESTROY `method` of `object` with the output
+// attribute of `answer` (when it has one) and then the handle attribute,
+// else (the fallback bit `bit` says so) the legacy write `command` of `req`,
+// which the caller has filled in (handle, response pointer). *ret gets the
+// result. Returns destroy_failed's verdict: true when the caller is done and
+// returns *ret (a failure, ENOMEM for the command buffer, or 0 for an
+// allowed EIO after disassociation), false when the object is gone and the
+// answer is valid.
+template <class Req>
+bool destroy_handle(struct ibv_context *ctx, unsigned int bit, uint16_t object, uint16_t method,
+		    uint16_t handle_attr, uint32_t handle, uint32_t command, Req &req, const DestroyAnswer &answer,
+		    int *ret) noexcept
+{
+	CommandBuffer cmdb(object, method, answer.ioctl_out ? 2 : 1);
+	if (!cmdb.ok()) {
+		*ret = fail(ENOMEM);
+		return true;
+	}
+	if (answer.ioctl_out)
+		cmdb.out(answer.attr, answer.ioctl_out, answer.ioctl_size);
+	cmdb.in_obj(handle_attr, handle);
+
+	*ret = 0;
+	switch (ioctl_or_legacy(ctx, bit, cmdb.get(), ret)) {
+	case Fallback::TryWrite:
+	case Fallback::TryWriteEx:
+		*ret = send_destroy_write(ctx, command, req, answer.resp, answer.resp_size);
+		break;
+	default:
+		break;
+	}
+	return destroy_failed(ret);
+}
+
+// The answer of a destroy whose ioctl output and write response are one
+// kernel struct.
+template <class Resp> inline DestroyAnswer answer_in(uint16_t attr, Resp *resp) noexcept
+{
+	return DestroyAnswer{attr, resp, sizeof(*resp), resp, sizeof(*resp)};
+}
 
 } // namespace ov::kernel
