@@ -255,28 +255,20 @@ int get_async_event(ibv_context *ctx, ibv_async_event *event) noexcept
 	// The kernel echoes the user_handle given at creation, which the
 	// library and providers set to the object's address.
 	void *obj = reinterpret_cast<void *>(static_cast<uintptr_t>(desc.element));
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (ov::verbs::event_element(event->event_type)) {
+	case ov::verbs::EventElement::Cq:
 		event->element.cq = static_cast<ibv_cq *>(obj);
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ov::verbs::EventElement::Qp:
 		event->element.qp = static_cast<ibv_qp *>(obj);
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ov::verbs::EventElement::Srq:
 		event->element.srq = static_cast<ibv_srq *>(obj);
 		break;
-	case IBV_EVENT_WQ_FATAL:
+	case ov::verbs::EventElement::Wq:
 		event->element.wq = static_cast<ibv_wq *>(obj);
 		break;
-	default:
+	case ov::verbs::EventElement::Port:
 		event->element.port_num = static_cast<int>(desc.element);
 		break;
 	}
@@ -293,32 +285,24 @@ void ack_async_event(ibv_async_event *event) noexcept
 		pthread_cond_signal(c);
 		pthread_mutex_unlock(m);
 	};
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (ov::verbs::event_element(event->event_type)) {
+	case ov::verbs::EventElement::Cq:
 		if (ibv_cq *cq = event->element.cq)
 			bump(&cq->mutex, &cq->cond, &cq->async_events_completed);
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ov::verbs::EventElement::Qp:
 		if (ibv_qp *qp = event->element.qp)
 			bump(&qp->mutex, &qp->cond, &qp->events_completed);
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ov::verbs::EventElement::Srq:
 		if (ibv_srq *srq = event->element.srq)
 			bump(&srq->mutex, &srq->cond, &srq->events_completed);
 		break;
-	case IBV_EVENT_WQ_FATAL:
+	case ov::verbs::EventElement::Wq:
 		if (ibv_wq *wq = event->element.wq)
 			bump(&wq->mutex, &wq->cond, &wq->events_completed);
 		break;
-	default:
+	case ov::verbs::EventElement::Port:
 		break;
 	}
 }

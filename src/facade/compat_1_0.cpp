@@ -38,6 +38,42 @@ template <typename T> T *alloc_zeroed() noexcept
 	return static_cast<T *>(calloc(1, sizeof(T)));
 }
 
+// A 1.0 wrapper whose real object could not be made: freed with errno kept;
+// NULL for the caller to return.
+template <typename T> T *discard_wrapper(T *wrapper) noexcept
+{
+	int saved = errno;
+	free(wrapper);
+	errno = saved;
+	return nullptr;
+}
+
+// The mutex and condition a 1.0 CQ, SRQ or QP offers for event counting.
+template <typename T> void init_event_sync(T *wrapper) noexcept
+{
+	pthread_mutex_init(&wrapper->mutex, nullptr);
+	pthread_cond_init(&wrapper->cond, nullptr);
+}
+
+// After the real object's destroy returned `ret`: on success the 1.0
+// wrapper goes too; a failure leaves both and is returned as is.
+template <typename T> int release_wrapper(T *wrapper, int ret) noexcept
+{
+	if (ret)
+		return ret;
+	free(wrapper);
+	return 0;
+}
+template <typename T> int release_event_wrapper(T *wrapper, int ret) noexcept
+{
+	if (ret)
+		return ret;
+	pthread_cond_destroy(&wrapper->cond);
+	pthread_mutex_destroy(&wrapper->mutex);
+	free(wrapper);
+	return 0;
+}
+
 // The device list handed to a 1.0 binary: the pointer array it sees, plus
 // what is needed to release it.
 struct DeviceList10 {
@@ -100,34 +136,38 @@ template <typename Old, typename New> Old *map_bad(Old *head, New *converted, Ne
 	return w;
 }
 
-int post_recv_1_0(struct ibv_qp_1_0 *qp, struct ibv_recv_wr_1_0 *wr,
-		  struct ibv_recv_wr_1_0 **bad_wr)
+// Converts a 1.0 receive list, posts it with `post` (the real QP's or SRQ's
+// op) and maps a refused request back to the caller's list.
+template <typename Post>
+int post_recv_list(struct ibv_recv_wr_1_0 *wr, struct ibv_recv_wr_1_0 **bad_wr, Post post)
 {
 	struct ibv_recv_wr *real = convert_recv(wr, list_length(wr));
 	if (!real)
 		return ENOMEM;
 	struct ibv_recv_wr *real_bad = nullptr;
-	struct ibv_qp *rqp = qp->real_qp;
-	int ret = rqp->context->ops.post_recv(rqp, wr ? real : nullptr, &real_bad);
+	int ret = post(wr ? real : nullptr, &real_bad);
 	if (ret && bad_wr)
 		*bad_wr = map_bad(wr, real, real_bad);
 	free(real);
 	return ret;
 }
 
+int post_recv_1_0(struct ibv_qp_1_0 *qp, struct ibv_recv_wr_1_0 *wr,
+		  struct ibv_recv_wr_1_0 **bad_wr)
+{
+	struct ibv_qp *rqp = qp->real_qp;
+	return post_recv_list(wr, bad_wr, [rqp](struct ibv_recv_wr *list, struct ibv_recv_wr **bad) {
+		return rqp->context->ops.post_recv(rqp, list, bad);
+	});
+}
+
 int post_srq_recv_1_0(struct ibv_srq_1_0 *srq, struct ibv_recv_wr_1_0 *wr,
 		      struct ibv_recv_wr_1_0 **bad_wr)
 {
-	struct ibv_recv_wr *real = convert_recv(wr, list_length(wr));
-	if (!real)
-		return ENOMEM;
-	struct ibv_recv_wr *real_bad = nullptr;
 	struct ibv_srq *rsrq = srq->real_srq;
-	int ret = rsrq->context->ops.post_srq_recv(rsrq, wr ? real : nullptr, &real_bad);
-	if (ret && bad_wr)
-		*bad_wr = map_bad(wr, real, real_bad);
-	free(real);
-	return ret;
+	return post_recv_list(wr, bad_wr, [rsrq](struct ibv_recv_wr *list, struct ibv_recv_wr **bad) {
+		return rsrq->context->ops.post_srq_recv(rsrq, list, bad);
+	});
 }
 
 int post_send_1_0(struct ibv_qp_1_0 *qp, struct ibv_send_wr_1_0 *wr,
@@ -252,12 +292,8 @@ OV_EXPORT struct ibv_context_1_0 *ov_open_device_1_0(struct ibv_device_1_0 *devi
 	if (!ctx)
 		return fail_null<struct ibv_context_1_0>(ENOMEM);
 	struct ibv_context *real = ibv_open_device(device->real_device);
-	if (!real) {
-		int saved = errno;
-		free(ctx);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(ctx);
 	ctx->device = device;
 	ctx->real_context = real;
 	ctx->cmd_fd = real->cmd_fd;
@@ -298,25 +334,18 @@ OV_EXPORT int ov_get_async_event_1_0(struct ibv_context_1_0 *context,
 	if (ret)
 		return ret;
 	// Hand out the 1.0 wrappers, which the real objects keep as context.
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (ov::verbs::event_element(event->event_type)) {
+	case ov::verbs::EventElement::Cq:
 		event->element.cq = static_cast<struct ibv_cq *>(event->element.cq->cq_context);
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ov::verbs::EventElement::Qp:
 		event->element.qp = static_cast<struct ibv_qp *>(event->element.qp->qp_context);
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ov::verbs::EventElement::Srq:
 		event->element.srq = static_cast<struct ibv_srq *>(event->element.srq->srq_context);
 		break;
-	default:
+	case ov::verbs::EventElement::Wq:
+	case ov::verbs::EventElement::Port:
 		break;
 	}
 	return 0;
@@ -329,25 +358,18 @@ OV_EXPORT void ov_ack_async_event_1_0(struct ibv_async_event *event) noexcept
 	if (!event)
 		return;
 	struct ibv_async_event real = *event;
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (ov::verbs::event_element(event->event_type)) {
+	case ov::verbs::EventElement::Cq:
 		real.element.cq = reinterpret_cast<struct ibv_cq_1_0 *>(event->element.cq)->real_cq;
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ov::verbs::EventElement::Qp:
 		real.element.qp = reinterpret_cast<struct ibv_qp_1_0 *>(event->element.qp)->real_qp;
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ov::verbs::EventElement::Srq:
 		real.element.srq = reinterpret_cast<struct ibv_srq_1_0 *>(event->element.srq)->real_srq;
 		break;
-	default:
+	case ov::verbs::EventElement::Wq:
+	case ov::verbs::EventElement::Port:
 		break;
 	}
 	ibv_ack_async_event(&real);
@@ -415,12 +437,8 @@ OV_EXPORT struct ibv_pd_1_0 *ov_alloc_pd_1_0(struct ibv_context_1_0 *context) no
 	if (!pd)
 		return fail_null<struct ibv_pd_1_0>(ENOMEM);
 	struct ibv_pd *real = ov::verbs::alloc_pd(context->real_context);
-	if (!real) {
-		int saved = errno;
-		free(pd);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(pd);
 	pd->context = context;
 	pd->handle = real->handle;
 	pd->real_pd = real;
@@ -433,11 +451,7 @@ OV_EXPORT int ov_dealloc_pd_1_0(struct ibv_pd_1_0 *pd) noexcept
 {
 	if (!pd || !pd->real_pd)
 		return fail(EINVAL);
-	int ret = ov::verbs::dealloc_pd(pd->real_pd);
-	if (ret)
-		return ret;
-	free(pd);
-	return 0;
+	return release_wrapper(pd, ov::verbs::dealloc_pd(pd->real_pd));
 }
 
 OV_EXPORT struct ibv_mr_1_0 *ov_reg_mr_1_0(struct ibv_pd_1_0 *pd, void *addr, size_t length,
@@ -454,12 +468,8 @@ OV_EXPORT struct ibv_mr_1_0 *ov_reg_mr_1_0(struct ibv_pd_1_0 *pd, void *addr, si
 	struct ibv_mr *real = ov::verbs::reg_mr_iova2(pd->real_pd, addr, length,
 						      reinterpret_cast<uintptr_t>(addr),
 						      static_cast<unsigned int>(access));
-	if (!real) {
-		int saved = errno;
-		free(mr);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(mr);
 	mr->context = pd->context;
 	mr->pd = pd;
 	mr->handle = real->handle;
@@ -475,11 +485,7 @@ OV_EXPORT int ov_dereg_mr_1_0(struct ibv_mr_1_0 *mr) noexcept
 {
 	if (!mr || !mr->real_mr)
 		return fail(EINVAL);
-	int ret = ov::verbs::dereg_mr(mr->real_mr);
-	if (ret)
-		return ret;
-	free(mr);
-	return 0;
+	return release_wrapper(mr, ov::verbs::dereg_mr(mr->real_mr));
 }
 
 // ---- CQ --------------------------------------------------------------------------
@@ -501,18 +507,13 @@ OV_EXPORT struct ibv_cq_1_0 *ov_create_cq_1_0(struct ibv_context_1_0 *context, i
 	// events lead back to the 1.0 object.
 	struct ibv_cq *real =
 		ov::verbs::create_cq(context->real_context, cqe, cq, channel, comp_vector);
-	if (!real) {
-		int saved = errno;
-		free(cq);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(cq);
 	cq->context = context;
 	cq->cq_context = cq_context;
 	cq->handle = real->handle;
 	cq->cqe = real->cqe;
-	pthread_mutex_init(&cq->mutex, nullptr);
-	pthread_cond_init(&cq->cond, nullptr);
+	init_event_sync(cq);
 	cq->real_cq = real;
 	return cq;
 }
@@ -535,13 +536,7 @@ OV_EXPORT int ov_destroy_cq_1_0(struct ibv_cq_1_0 *cq) noexcept
 {
 	if (!cq || !cq->real_cq)
 		return fail(EINVAL);
-	int ret = ov::verbs::destroy_cq(cq->real_cq);
-	if (ret)
-		return ret;
-	pthread_cond_destroy(&cq->cond);
-	pthread_mutex_destroy(&cq->mutex);
-	free(cq);
-	return 0;
+	return release_event_wrapper(cq, ov::verbs::destroy_cq(cq->real_cq));
 }
 
 OV_EXPORT int ov_get_cq_event_1_0(struct ibv_comp_channel *channel, struct ibv_cq_1_0 **cq,
@@ -588,19 +583,14 @@ OV_EXPORT struct ibv_srq_1_0 *ov_create_srq_1_0(struct ibv_pd_1_0 *pd,
 	struct ibv_srq_init_attr real_attr = *attr;
 	real_attr.srq_context = srq;
 	struct ibv_srq *real = ov::verbs::create_srq(pd->real_pd, &real_attr);
-	if (!real) {
-		int saved = errno;
-		free(srq);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(srq);
 	attr->attr = real_attr.attr; // the provider reports the granted sizes
 	srq->context = pd->context;
 	srq->srq_context = attr->srq_context;
 	srq->pd = pd;
 	srq->handle = real->handle;
-	pthread_mutex_init(&srq->mutex, nullptr);
-	pthread_cond_init(&srq->cond, nullptr);
+	init_event_sync(srq);
 	srq->real_srq = real;
 	return srq;
 }
@@ -631,13 +621,7 @@ OV_EXPORT int ov_destroy_srq_1_0(struct ibv_srq_1_0 *srq) noexcept
 {
 	if (!srq || !srq->real_srq)
 		return fail(EINVAL);
-	int ret = ov::verbs::destroy_srq(srq->real_srq);
-	if (ret)
-		return ret;
-	pthread_cond_destroy(&srq->cond);
-	pthread_mutex_destroy(&srq->mutex);
-	free(srq);
-	return 0;
+	return release_event_wrapper(srq, ov::verbs::destroy_srq(srq->real_srq));
 }
 
 // ---- QP ------------------------------------------------------------------------------
@@ -663,12 +647,8 @@ OV_EXPORT struct ibv_qp_1_0 *ov_create_qp_1_0(struct ibv_pd_1_0 *pd,
 	real_attr.qp_type = attr->qp_type;
 	real_attr.sq_sig_all = attr->sq_sig_all;
 	struct ibv_qp *real = ov::verbs::create_qp(pd->real_pd, &real_attr);
-	if (!real) {
-		int saved = errno;
-		free(qp);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(qp);
 	attr->cap = real_attr.cap;
 	qp->context = pd->context;
 	qp->qp_context = attr->qp_context;
@@ -680,8 +660,7 @@ OV_EXPORT struct ibv_qp_1_0 *ov_create_qp_1_0(struct ibv_pd_1_0 *pd,
 	qp->qp_num = real->qp_num;
 	qp->state = real->state;
 	qp->qp_type = real->qp_type;
-	pthread_mutex_init(&qp->mutex, nullptr);
-	pthread_cond_init(&qp->cond, nullptr);
+	init_event_sync(qp);
 	qp->real_qp = real;
 	return qp;
 }
@@ -731,13 +710,7 @@ OV_EXPORT int ov_destroy_qp_1_0(struct ibv_qp_1_0 *qp) noexcept
 {
 	if (!qp || !qp->real_qp)
 		return fail(EINVAL);
-	int ret = ov::verbs::destroy_qp(qp->real_qp);
-	if (ret)
-		return ret;
-	pthread_cond_destroy(&qp->cond);
-	pthread_mutex_destroy(&qp->mutex);
-	free(qp);
-	return 0;
+	return release_event_wrapper(qp, ov::verbs::destroy_qp(qp->real_qp));
 }
 
 // ---- AH and multicast -----------------------------------------------------------
@@ -754,12 +727,8 @@ OV_EXPORT struct ibv_ah_1_0 *ov_create_ah_1_0(struct ibv_pd_1_0 *pd,
 	if (!ah)
 		return fail_null<struct ibv_ah_1_0>(ENOMEM);
 	struct ibv_ah *real = ov::verbs::create_ah(pd->real_pd, attr);
-	if (!real) {
-		int saved = errno;
-		free(ah);
-		errno = saved;
-		return nullptr;
-	}
+	if (!real)
+		return discard_wrapper(ah);
 	ah->context = pd->context;
 	ah->pd = pd;
 	ah->handle = real->handle;
@@ -773,11 +742,7 @@ OV_EXPORT int ov_destroy_ah_1_0(struct ibv_ah_1_0 *ah) noexcept
 {
 	if (!ah || !ah->real_ah)
 		return fail(EINVAL);
-	int ret = ov::verbs::destroy_ah(ah->real_ah);
-	if (ret)
-		return ret;
-	free(ah);
-	return 0;
+	return release_wrapper(ah, ov::verbs::destroy_ah(ah->real_ah));
 }
 
 OV_EXPORT int ov_attach_mcast_1_0(struct ibv_qp_1_0 *qp, union ibv_gid *gid,

@@ -126,4 +126,33 @@ void copy_qp_attr_from_kern(struct ibv_qp_attr *dst, const struct ib_uverbs_qp_a
 void copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, const struct ib_user_path_rec *src) noexcept;
 void copy_path_rec_to_kern(struct ib_user_path_rec *dst, const struct ibv_sa_path_rec *src) noexcept;
 
+// ---- async events -----------------------------------------------------------
+// Which member of ibv_async_event.element an event type fills
+// (ibv_get_async_event(3)): the affiliated CQ, QP, SRQ or WQ, else the port
+// number (port and device events).
+enum class EventElement { Cq, Qp, Srq, Wq, Port };
+constexpr EventElement event_element(enum ibv_event_type type) noexcept
+{
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		return EventElement::Cq;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return EventElement::Qp;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return EventElement::Srq;
+	case IBV_EVENT_WQ_FATAL:
+		return EventElement::Wq;
+	default:
+		return EventElement::Port;
+	}
+}
+
 } // namespace ov::verbs
