@@ -59,16 +59,20 @@ void copy_qp_attr_from_kern(struct ibv_qp_attr *dst, const struct ib_uverbs_qp_a
 	dst->alt_timeout = src->alt_timeout;
 }
 
-void copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, const struct ib_user_path_rec *src) noexcept
+namespace {
+
+// The path record fields ib_user_path_rec and ibv_sa_path_rec share by name,
+// copied in either direction; the GIDs (arrays on one side, unions on the
+// other) are left to the caller. Values keep their byte order; only the
+// integer width changes where the two declare it differently.
+template <class Dst, class Src> void copy_path_rec_fields(Dst *dst, const Src *src) noexcept
 {
-	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
-	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
 	dst->dlid = src->dlid;
 	dst->slid = src->slid;
-	dst->raw_traffic = static_cast<int>(src->raw_traffic);
+	dst->raw_traffic = static_cast<decltype(dst->raw_traffic)>(src->raw_traffic);
 	dst->flow_label = src->flow_label;
-	dst->reversible = static_cast<int>(src->reversible);
-	dst->mtu = static_cast<uint8_t>(src->mtu);
+	dst->reversible = static_cast<decltype(dst->reversible)>(src->reversible);
+	dst->mtu = static_cast<decltype(dst->mtu)>(src->mtu);
 	dst->pkey = src->pkey;
 	dst->hop_limit = src->hop_limit;
 	dst->traffic_class = src->traffic_class;
@@ -82,27 +86,20 @@ void copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, const struct ib_user_p
 	dst->preference = src->preference;
 }
 
+} // namespace
+
+void copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, const struct ib_user_path_rec *src) noexcept
+{
+	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
+	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
+	copy_path_rec_fields(dst, src);
+}
+
 void copy_path_rec_to_kern(struct ib_user_path_rec *dst, const struct ibv_sa_path_rec *src) noexcept
 {
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
-	dst->dlid = src->dlid;
-	dst->slid = src->slid;
-	dst->raw_traffic = static_cast<__u32>(src->raw_traffic);
-	dst->flow_label = src->flow_label;
-	dst->reversible = static_cast<__u32>(src->reversible);
-	dst->mtu = src->mtu;
-	dst->pkey = src->pkey;
-	dst->hop_limit = src->hop_limit;
-	dst->traffic_class = src->traffic_class;
-	dst->numb_path = src->numb_path;
-	dst->sl = src->sl;
-	dst->mtu_selector = src->mtu_selector;
-	dst->rate_selector = src->rate_selector;
-	dst->rate = src->rate;
-	dst->packet_life_time_selector = src->packet_life_time_selector;
-	dst->packet_life_time = src->packet_life_time;
-	dst->preference = src->preference;
+	copy_path_rec_fields(dst, src);
 }
 
 } // namespace ov::verbs
