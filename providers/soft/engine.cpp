@@ -726,9 +726,18 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 	if (alive && d.owner_pid != my_pid()) {
 		uint64_t now = now_ns();
 		if (now - qp->alive_checked_ns > 1000000ull) {
-			if (kill(d.owner_pid, 0) != 0 && errno == ESRCH)
+			if (kill(d.owner_pid, 0) != 0 && errno == ESRCH) {
 				alive = false;
-			else
+				// An XRC receive QP whose owner died may still be held by
+				// other processes: reclaim the dead one (ownership moves
+				// to a live holder) and look again.
+				if (d.qp_type == IBV_QPT_XRC_RECV) {
+					segment_reap(seg);
+					alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
+						(d.owner_pid == my_pid() || kill(d.owner_pid, 0) == 0);
+				}
+			}
+			if (alive)
 				qp->alive_checked_ns = now;
 		}
 	}
@@ -991,10 +1000,10 @@ static void run_queue(SoftQp *qp, bool force)
 
 void progress_qp(SoftQp *qp, bool force)
 {
-	if (pthread_mutex_trylock(&qp->sq_lock))
+	if (!qp_sq_trylock(qp))
 		return;
 	run_queue(qp, force);
-	pthread_mutex_unlock(&qp->sq_lock);
+	qp_sq_unlock(qp);
 }
 
 // Validates and queues n work requests, then runs the queue.
@@ -1036,7 +1045,7 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 {
-	pthread_mutex_lock(&qp->sq_lock);
+	qp_sq_lock(qp);
 	uint32_t done = 0;
 	int rc = queue_wrs(qp, wrs, n, &done);
 	uint32_t before = qp->sq_count;
@@ -1049,7 +1058,7 @@ int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 			waiting = true;
 			break;
 		}
-	pthread_mutex_unlock(&qp->sq_lock);
+	qp_sq_unlock(qp);
 	if (waiting) {
 		pthread_mutex_lock(&qp->ctx->wake_lock);
 		pthread_cond_signal(&qp->ctx->wake);
@@ -1172,7 +1181,7 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 		*bad = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&qp->sq_lock);
+	qp_sq_lock(qp);
 	int rc = 0;
 	bool waiting = false;
 	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
@@ -1216,7 +1225,7 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 			waiting = true;
 			break;
 		}
-	pthread_mutex_unlock(&qp->sq_lock);
+	qp_sq_unlock(qp);
 	if (waiting) {
 		pthread_mutex_lock(&qp->ctx->wake_lock);
 		pthread_cond_signal(&qp->ctx->wake);

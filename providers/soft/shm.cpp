@@ -520,15 +520,91 @@ int segment_attach(int index, Segment **out)
 	return 0;
 }
 
+bool qp_ref_add(SegmentHeader *h, uint32_t qp, uint32_t proc)
+{
+	QpHandleRef *free_ref = nullptr;
+	for (auto &r : h->qp_refs) {
+		if (r.in_use && r.qp == qp && r.proc == proc) {
+			r.count++;
+			return true;
+		}
+		if (!r.in_use && !free_ref)
+			free_ref = &r;
+	}
+	if (!free_ref)
+		return false;
+	*free_ref = QpHandleRef{1, qp, proc, 1};
+	return true;
+}
+
+uint32_t qp_ref_drop(SegmentHeader *h, uint32_t qp, uint32_t proc)
+{
+	for (auto &r : h->qp_refs)
+		if (r.in_use && r.qp == qp && r.proc == proc) {
+			if (r.count > 1)
+				return --r.count;
+			r = QpHandleRef{};
+			return 0;
+		}
+	return 0;
+}
+
+void qp_ref_clear(SegmentHeader *h, uint32_t qp)
+{
+	for (auto &r : h->qp_refs)
+		if (r.in_use && r.qp == qp)
+			r = QpHandleRef{};
+}
+
+bool qp_hand_over(SegmentHeader *h, uint32_t qp)
+{
+	QpEntry &q = h->qps[qp];
+	for (auto &r : h->qp_refs) {
+		if (!r.in_use || r.qp != qp || r.proc == q.owner || r.proc >= kMaxProcs ||
+		    !h->procs[r.proc].in_use.load())
+			continue;
+		q.owner = r.proc;
+		q.owner_pid = h->procs[r.proc].pid;
+		// Events went to the old owner's async pipe; the new owner's is not
+		// known here, so asynchronous events of this QP stop.
+		q.async_fd = -1;
+		q.async_ino = 0;
+		q.user_handle = 0;
+		return true;
+	}
+	return false;
+}
+
 static void free_owned(Segment *seg, uint32_t p)
 {
 	SegmentHeader *h = seg->hdr;
+	// XRC receive QPs: drop this process's handles; a QP that others still
+	// hold survives (and changes owner when p owned it).
+	for (auto &r : h->qp_refs) {
+		if (!r.in_use || r.proc != p)
+			continue;
+		uint32_t s = r.qp;
+		uint32_t n = r.count;
+		r = QpHandleRef{};
+		if (s >= kMaxQps)
+			continue;
+		QpEntry &q = h->qps[s];
+		if (q.slot.load() != SLOT_LIVE || q.qp_type != IBV_QPT_XRC_RECV)
+			continue;
+		q.handles = q.handles > n ? q.handles - n : 0;
+		if (q.handles && q.owner == p && !qp_hand_over(h, s))
+			q.handles = 0; // nobody else is recorded: the owner loop frees it
+		if (!q.handles && q.owner != p) {
+			q.state.store(IBV_QPS_ERR);
+			q.generation++;
+			q.slot.store(SLOT_FREE);
+			qp_ref_clear(h, s);
+		}
+	}
 	for (auto &q : h->qps) {
 		if (q.slot.load() == SLOT_LIVE && q.owner == p) {
-			if (q.qp_type == IBV_QPT_XRC_RECV && q.handles > 1) {
-				q.handles--; // another process still holds this XRC target
-				continue;
-			}
+			if (q.qp_type == IBV_QPT_XRC_RECV)
+				qp_ref_clear(h, uint32_t(&q - h->qps));
 			q.state.store(IBV_QPS_ERR);
 			q.generation++;
 			q.slot.store(SLOT_FREE);

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -36,6 +36,7 @@ inline constexpr uint32_t kMaxMrs = 32768; // memory regions + memory windows
 inline constexpr uint32_t kMaxXrcds = 256;
 inline constexpr uint32_t kMaxXrcdRefs = 2048;
 inline constexpr uint32_t kMaxMcast = 256;
+inline constexpr uint32_t kMaxQpHandleRefs = 4096; // (XRC_RECV QP, process) pairs
 inline constexpr uint32_t kMaxMcastAttach = 16; // QPs per multicast group
 inline constexpr uint32_t kQpnBase = 0x20;      // QP numbers are slot + base
 inline constexpr uint32_t kSrqnBase = 0x20;
@@ -77,7 +78,7 @@ struct QpEntry {
 	uint32_t min_rnr_timer;
 	uint32_t port_num;
 	uint32_t sq_sig_all;
-	uint32_t handles;    // XRC_RECV: opened handles (ibv_open_qp)
+	uint32_t handles;    // XRC_RECV: live handles in all processes (qp_refs sums)
 	uint64_t rq_ring;    // arena offset of the receive ring (0 = none)
 	uint64_t user_handle; // the owner's struct ibv_qp * (async events)
 	int32_t async_fd;     // owner's async event pipe (read end)
@@ -163,6 +164,17 @@ struct XrcdRef {
 	uint32_t count;
 };
 
+// One process's handles on one XRC_RECV QP (the creator's and those from
+// ibv_open_qp). The QP lives while any process holds a handle; the reclaim
+// of a dead process drops its handles and, when the QP's owner died while
+// others still hold it, hands ownership to one of them.
+struct QpHandleRef {
+	uint32_t in_use;
+	uint32_t qp;    // QP slot
+	uint32_t proc;  // process slot
+	uint32_t count; // handles of that process
+};
+
 struct McastEntry {
 	uint32_t in_use;
 	uint16_t lid;
@@ -194,6 +206,7 @@ struct SegmentHeader {
 	XrcdEntry xrcds[kMaxXrcds];
 	XrcdRef xrcd_refs[kMaxXrcdRefs];
 	McastEntry mcast[kMaxMcast];
+	QpHandleRef qp_refs[kMaxQpHandleRefs];
 };
 
 // ---- Rings: bounded multi-producer / multi-consumer queues (per-cell
@@ -250,6 +263,17 @@ void segment_reap(Segment *seg);
 // True when `pid` (started at start_time, 0 = unknown) still runs.
 bool process_alive(int32_t pid, uint64_t start_time);
 uint64_t process_start_time(int32_t pid);
+
+// XRC_RECV handle bookkeeping, device lock held. qp_ref_add counts one more
+// handle of process `proc` on QP slot `qp` (false: table full); qp_ref_drop
+// removes one and returns how many that process still holds.
+bool qp_ref_add(SegmentHeader *h, uint32_t qp, uint32_t proc);
+uint32_t qp_ref_drop(SegmentHeader *h, uint32_t qp, uint32_t proc);
+// Forgets every handle on QP slot `qp` (the QP is being freed).
+void qp_ref_clear(SegmentHeader *h, uint32_t qp);
+// Makes another process holding a handle on `qp` its owner (the owner
+// released its last handle or died). False when nobody else holds one.
+bool qp_hand_over(SegmentHeader *h, uint32_t qp);
 
 // Arena allocation under the device lock; returns an offset or 0.
 uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner);

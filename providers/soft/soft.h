@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <pthread.h>
+#include <sched.h>
 
 namespace ovsoft {
 
@@ -35,6 +36,8 @@ struct SoftDevice {
 };
 
 struct SoftQp;
+struct SoftPd;
+struct SoftTd;
 
 struct SoftContext {
 	struct verbs_context vctx;
@@ -51,6 +54,8 @@ struct SoftContext {
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
 	int chan_fds[64];   // write ends of completion channel pipes we made
+	SoftPd *dead_pds;   // freed parent domains (under lock; freed at close)
+	SoftTd *dead_tds;   // freed thread domains (under lock; freed at close)
 	SoftContext *next_ctx; // global list (exit handler)
 };
 
@@ -63,11 +68,23 @@ struct SoftPd {
 	void *pd_context;
 	void *(*alloc)(struct ibv_pd *, void *, size_t, size_t, uint64_t);
 	void (*free)(struct ibv_pd *, void *, void *, uint64_t);
+	// QPs, SRQs, CQs and MRs created on this PD / parent domain: dealloc_pd
+	// answers EBUSY while any is alive.
+	std::atomic<int> users;
+	// A freed parent domain stays allocated, marked dead, until its context
+	// is closed (so a second ibv_dealloc_pd never touches freed memory).
+	bool dead;
+	SoftPd *next_dead;
 };
 
 struct SoftTd {
 	struct ibv_td td;
 	std::atomic<int> refs;
+	// Freed TDs stay allocated, marked dead, until the context is closed:
+	// ibv_dealloc_td(3) reads td->context before the library can answer
+	// EINVAL for a second call.
+	bool dead;
+	SoftTd *next_dead;
 };
 
 struct SoftMr {
@@ -87,10 +104,12 @@ struct SoftCq {
 	uint32_t capacity;
 	RingHeader *ring;
 	uint64_t ring_off;
-	pthread_mutex_t poll_lock;
+	pthread_mutex_t poll_lock; // not taken when td_mode
+	bool td_mode;        // created under a parent domain with a thread domain
 	int chan_wfd;        // our own write end of the channel (notifying ourselves)
 	std::atomic<int> users; // QPs / SRQs using it
 	bool ex;             // created with create_cq_ex
+	struct SoftPd *pd;   // parent domain given at creation (counted), or null
 	uint64_t wc_flags;
 	CqeCell cur;         // the completion start_poll/next_poll returned
 };
@@ -105,6 +124,7 @@ struct SoftSrq {
 	pthread_mutex_t post_lock;
 	SoftCq *cq;          // XRC SRQ
 	std::atomic<int> users;
+	struct SoftPd *pd;   // counted in pd->users
 };
 
 struct SoftAh {
@@ -115,6 +135,9 @@ struct SoftAh {
 struct SoftXrcd {
 	struct verbs_xrcd vxrcd;
 	uint32_t slot;
+	// This handle's XRC SRQs and XRC_RECV QP handles (created or opened):
+	// close_xrcd answers EBUSY while any is alive.
+	std::atomic<int> users;
 };
 
 // One send work request as the engine executes it.
@@ -156,6 +179,7 @@ struct SoftQp {
 	SoftCq *rcq;
 	SoftSrq *srq;
 	SoftXrcd *xrcd;
+	struct SoftPd *pd;    // counted in pd->users (null for XRC_RECV)
 	uint32_t pd_id;
 	struct ibv_qp_cap cap;
 	bool sq_sig_all;
@@ -165,6 +189,12 @@ struct SoftQp {
 	uint32_t rq_cell;
 	pthread_mutex_t sq_lock;
 	pthread_mutex_t rq_lock;
+	// Created under a parent domain with a thread domain: the application
+	// serialises every use of the QP (ibv_alloc_td(3)), so the send queue is
+	// guarded against the context's own progress thread only, by sq_busy
+	// (one atomic exchange) instead of sq_lock. See qp_sq_lock().
+	bool td_mode;
+	std::atomic<bool> sq_busy;
 	// Pending send work (in order): a ring of SoftWr of depth max_send_wr.
 	SoftWr *sq;
 	uint32_t sq_depth;
@@ -182,6 +212,33 @@ struct SoftQp {
 	bool flushed;
 	SoftQp *next;
 };
+
+// The send queue guard: sq_lock, or for thread-domain QPs the sq_busy flag
+// (the application's thread and the progress thread are the only parties).
+static inline void qp_sq_lock(SoftQp *qp)
+{
+	if (qp->td_mode) {
+		while (qp->sq_busy.exchange(true, std::memory_order_acquire))
+			sched_yield();
+		return;
+	}
+	pthread_mutex_lock(&qp->sq_lock);
+}
+// True when acquired.
+static inline bool qp_sq_trylock(SoftQp *qp)
+{
+	if (qp->td_mode)
+		return !qp->sq_busy.exchange(true, std::memory_order_acquire);
+	return pthread_mutex_trylock(&qp->sq_lock) == 0;
+}
+static inline void qp_sq_unlock(SoftQp *qp)
+{
+	if (qp->td_mode) {
+		qp->sq_busy.store(false, std::memory_order_release);
+		return;
+	}
+	pthread_mutex_unlock(&qp->sq_lock);
+}
 
 static inline SoftContext *to_sctx(struct ibv_context *c)
 {

@@ -109,20 +109,42 @@ static void watchdog(SoftContext *ctx)
 		QpEntry &e = seg->hdr->qps[qp->slot];
 		uint32_t st = e.state.load();
 		if (st == IBV_QPS_ERR && !qp->flushed) {
-			pthread_mutex_lock(&qp->sq_lock);
+			qp_sq_lock(qp);
 			if (!qp->flushed)
 				qp_to_error(qp, e.remote_error.load() != 0);
-			pthread_mutex_unlock(&qp->sq_lock);
+			qp_sq_unlock(qp);
 			continue;
+		}
+		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && qp->remote_pid > 0 &&
+		    qp->remote_pid != self_pid() && qp->type == IBV_QPT_XRC_SEND &&
+		    !process_alive(qp->remote_pid, qp->remote_start)) {
+			// An XRC receive QP outlives its creator while other processes
+			// hold it: reclaim the dead process, then follow the QP's
+			// current owner.
+			segment_reap(seg);
+			uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
+			if (qp->attr.dest_qp_num >= kQpnBase && ds < kMaxQps) {
+				QpEntry &d = seg->hdr->qps[ds];
+				int32_t pid = d.owner_pid;
+				if (d.slot.load() == SLOT_LIVE && d.qp_type == IBV_QPT_XRC_RECV &&
+				    pid > 0 && pid != qp->remote_pid) {
+					uint64_t start = process_start_time(pid);
+					if (process_alive(pid, start)) {
+						qp->remote_pid = pid;
+						qp->remote_start = start;
+						continue;
+					}
+				}
+			}
 		}
 		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && qp->remote_pid > 0 &&
 		    qp->remote_pid != self_pid() && qp->type != IBV_QPT_UD &&
 		    !process_alive(qp->remote_pid, qp->remote_start)) {
 			softlog(3, "soft%d: QP 0x%x: peer process %d is gone", ctx->index, qp->qpn,
 				qp->remote_pid);
-			pthread_mutex_lock(&qp->sq_lock);
+			qp_sq_lock(qp);
 			qp_to_error(qp, true);
-			pthread_mutex_unlock(&qp->sq_lock);
+			qp_sq_unlock(qp);
 		}
 	}
 }
@@ -342,9 +364,22 @@ static struct ibv_pd *soft_alloc_pd(struct ibv_context *context)
 static int soft_dealloc_pd(struct ibv_pd *ibpd)
 {
 	SoftPd *pd = to_spd(ibpd);
-	if (pd->parent && pd->td)
+	if (pd->dead)
+		return EINVAL;
+	if (pd->users.load())
+		return EBUSY; // QPs, SRQs, CQs or MRs still use it
+	if (!pd->parent) {
+		free(pd);
+		return 0;
+	}
+	if (pd->td)
 		reinterpret_cast<SoftTd *>(pd->td)->refs.fetch_sub(1);
-	free(pd);
+	SoftContext *ctx = to_sctx(ibpd->context);
+	pthread_mutex_lock(&ctx->lock);
+	pd->dead = true;
+	pd->next_dead = ctx->dead_pds;
+	ctx->dead_pds = pd;
+	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -367,9 +402,16 @@ static struct ibv_td *soft_alloc_td(struct ibv_context *context, struct ibv_td_i
 static int soft_dealloc_td(struct ibv_td *ibtd)
 {
 	auto *td = reinterpret_cast<SoftTd *>(ibtd);
+	if (td->dead)
+		return EINVAL;
 	if (td->refs.load())
 		return EBUSY;
-	delete td;
+	SoftContext *ctx = to_sctx(ibtd->context);
+	pthread_mutex_lock(&ctx->lock);
+	td->dead = true;
+	td->next_dead = ctx->dead_tds;
+	ctx->dead_tds = td;
+	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -679,6 +721,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	struct ibv_mr &m = mr->vmr.ibv_mr;
 	m.context = ibpd->context;
 	m.pd = ibpd;
+	to_spd(ibpd)->users.fetch_add(1);
 	m.addr = addr;
 	m.length = length;
 	m.handle = slot;
@@ -701,6 +744,8 @@ static int soft_dereg_mr(struct verbs_mr *vmr)
 			w.parent = 0;
 	shm_unlock(&seg->hdr->lock);
 	unshare_region(mr->share);
+	if (vmr->ibv_mr.pd)
+		to_spd(vmr->ibv_mr.pd)->users.fetch_sub(1);
 	free(mr);
 	return 0;
 }
@@ -738,6 +783,9 @@ static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, voi
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		e.pd_id = to_spd(pd)->id;
+		to_spd(pd)->users.fetch_add(1);
+		if (vmr->ibv_mr.pd)
+			to_spd(vmr->ibv_mr.pd)->users.fetch_sub(1);
 		vmr->ibv_mr.pd = pd;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
@@ -943,10 +991,23 @@ static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}
+	SoftPd *ppd = nullptr;
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain) {
+		ppd = to_spd(attr->parent_domain);
+		if (attr->parent_domain->context != context || !ppd->parent || ppd->dead) {
+			errno = EINVAL;
+			return nullptr;
+		}
+	}
 	SoftCq *cq = cq_create(to_sctx(context), int(attr->cqe), attr->channel,
 			       int(attr->comp_vector), true);
 	if (!cq)
 		return nullptr;
+	if (ppd) {
+		cq->pd = ppd;
+		ppd->users.fetch_add(1);
+		cq->td_mode = ppd->td != nullptr;
+	}
 	cq->wc_flags = attr->wc_flags;
 	cq_ex_setup(cq);
 	return &cq->vcq.cq_ex;
@@ -958,8 +1019,14 @@ static int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	if (n < 0 || (n && !wc))
 		return -EINVAL;
 	int got = 0;
-	pthread_mutex_lock(&cq->poll_lock);
 	CqeCell c;
+	if (cq->td_mode) {
+		// Thread domain: the application serialises its polls.
+		while (got < n && ring_pop(cq->ring, &c, sizeof(c)))
+			wc[got++] = c.wc;
+		return got;
+	}
+	pthread_mutex_lock(&cq->poll_lock);
 	while (got < n && ring_pop(cq->ring, &c, sizeof(c)))
 		wc[got++] = c.wc;
 	pthread_mutex_unlock(&cq->poll_lock);
@@ -1033,6 +1100,8 @@ static int soft_destroy_cq(struct ibv_cq *ibcq)
 	e.slot.store(SLOT_FREE, std::memory_order_release);
 	arena_free(seg, cq->ring_off);
 	shm_unlock(&seg->hdr->lock);
+	if (cq->pd)
+		cq->pd->users.fetch_sub(1);
 	pthread_mutex_destroy(&cq->poll_lock);
 	free(cq);
 	return 0;
@@ -1056,6 +1125,8 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	if (attr && attr->comp_mask)
 		return EINVAL;
 	SoftCq *cq = ex_cq(c);
+	if (cq->td_mode)
+		return ex_load(cq);
 	pthread_mutex_lock(&cq->poll_lock);
 	int rc = ex_load(cq);
 	if (rc)
@@ -1063,7 +1134,11 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	return rc;
 }
 static int ex_next_poll(struct ibv_cq_ex *c) { return ex_load(ex_cq(c)); }
-static void ex_end_poll(struct ibv_cq_ex *c) { pthread_mutex_unlock(&ex_cq(c)->poll_lock); }
+static void ex_end_poll(struct ibv_cq_ex *c)
+{
+	if (!ex_cq(c)->td_mode)
+		pthread_mutex_unlock(&ex_cq(c)->poll_lock);
+}
 static enum ibv_wc_opcode ex_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.opcode; }
 static uint32_t ex_vendor_err(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.vendor_err; }
 static uint32_t ex_byte_len(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.byte_len; }
@@ -1140,6 +1215,14 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 		errno = EINVAL;
 		return nullptr;
 	}
+	// Every object named must belong to this context (an XRCD, PD or CQ of
+	// another device or context is EINVAL, as for a kernel device).
+	struct ibv_context *self = &ctx->vctx.context;
+	if (pd->context != self ||
+	    (xrc && (attr->xrcd->context != self || attr->cq->context != self))) {
+		errno = EINVAL;
+		return nullptr;
+	}
 	auto *srq = static_cast<SoftSrq *>(calloc(1, sizeof(SoftSrq)));
 	if (!srq) {
 		errno = ENOMEM;
@@ -1185,6 +1268,8 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	s.context = &ctx->vctx.context;
 	s.srq_context = attr->srq_context;
 	s.pd = pd;
+	srq->pd = to_spd(pd);
+	srq->pd->users.fetch_add(1);
 	s.handle = slot;
 	s.events_completed = 0;
 	pthread_mutex_init(&s.mutex, nullptr);
@@ -1196,6 +1281,7 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 		srq->vsrq.cq = attr->cq;
 		srq->cq = to_scq(attr->cq);
 		srq->cq->users.fetch_add(1);
+		reinterpret_cast<SoftXrcd *>(attr->xrcd)->users.fetch_add(1);
 	}
 	a.max_wr = cap;
 	a.max_sge = max_sge;
@@ -1274,6 +1360,10 @@ static int soft_destroy_srq(struct ibv_srq *ibsrq)
 	shm_unlock(&seg->hdr->lock);
 	if (srq->cq)
 		srq->cq->users.fetch_sub(1);
+	if (srq->pd)
+		srq->pd->users.fetch_sub(1);
+	if (srq->vsrq.srq_type == IBV_SRQT_XRC && srq->vsrq.xrcd)
+		reinterpret_cast<SoftXrcd *>(srq->vsrq.xrcd)->users.fetch_sub(1);
 	pthread_mutex_destroy(&srq->post_lock);
 	free(srq);
 	return 0;
@@ -1351,6 +1441,11 @@ static struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
 		errno = EINVAL;
 		return nullptr;
 	}
+	// ibv_open_xrcd(3): only O_CREAT and O_EXCL have a meaning.
+	if (attr->oflags & ~(O_CREAT | O_EXCL)) {
+		errno = EINVAL;
+		return nullptr;
+	}
 	auto *x = static_cast<SoftXrcd *>(calloc(1, sizeof(SoftXrcd)));
 	if (!x) {
 		errno = ENOMEM;
@@ -1424,6 +1519,8 @@ static struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
 static int soft_close_xrcd(struct ibv_xrcd *ibx)
 {
 	auto *x = reinterpret_cast<SoftXrcd *>(ibx);
+	if (x->users.load())
+		return EBUSY; // XRC SRQs or XRC_RECV QPs of this handle are alive
 	Segment *seg = to_sctx(ibx->context)->seg;
 	SegmentHeader *h = seg->hdr;
 	shm_lock(&h->lock);
@@ -1517,6 +1614,10 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 			return nullptr;
 		}
 		xrcd = reinterpret_cast<SoftXrcd *>(a->xrcd);
+		if (a->xrcd->context != &ctx->vctx.context) {
+			errno = EINVAL;
+			return nullptr;
+		}
 	} else {
 		if (!pd || !a->send_cq || (t != IBV_QPT_XRC_SEND && !a->recv_cq)) {
 			errno = EINVAL;
@@ -1568,6 +1669,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 			break;
 		}
 	if (slot < 0 ||
+	    (t == IBV_QPT_XRC_RECV && !qp_ref_add(seg->hdr, uint32_t(slot), seg->my_proc)) ||
 	    (has_rq && recv_ring_alloc(seg, c.max_recv_wr, recv_sge, &qp->rq_off, &qp->rq, &rq_cap))) {
 		shm_unlock(&seg->hdr->lock);
 		free(qp->sq);
@@ -1608,6 +1710,13 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	qp->rcq = a->recv_cq ? to_scq(a->recv_cq) : nullptr;
 	qp->srq = a->srq ? to_ssrq(a->srq) : nullptr;
 	qp->xrcd = xrcd;
+	if (xrcd)
+		xrcd->users.fetch_add(1);
+	if (pd && t != IBV_QPT_XRC_RECV) {
+		qp->pd = to_spd(pd);
+		qp->pd->users.fetch_add(1);
+		qp->td_mode = qp->pd->parent && qp->pd->td;
+	}
 	if (qp->scq)
 		qp->scq->users.fetch_add(1);
 	if (qp->rcq)
@@ -1683,7 +1792,7 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 	Segment *seg = ctx->seg;
 	auto *x = reinterpret_cast<SoftXrcd *>(attr->xrcd);
 	uint32_t s = attr->qp_num - kQpnBase;
-	if (attr->qp_num < kQpnBase || s >= kMaxQps) {
+	if (attr->qp_num < kQpnBase || s >= kMaxQps || attr->xrcd->context != context) {
 		errno = EINVAL;
 		return nullptr;
 	}
@@ -1700,6 +1809,12 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 		errno = EINVAL;
 		return nullptr;
 	}
+	if (!qp_ref_add(seg->hdr, s, seg->my_proc)) {
+		shm_unlock(&seg->hdr->lock);
+		free(qp);
+		errno = ENOMEM;
+		return nullptr;
+	}
 	e.handles++;
 	shm_unlock(&seg->hdr->lock);
 	qp->ctx = ctx;
@@ -1708,6 +1823,7 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 	qp->qpn = attr->qp_num;
 	qp->opened = true;
 	qp->xrcd = x;
+	x->users.fetch_add(1);
 	pthread_mutex_init(&qp->sq_lock, nullptr);
 	pthread_mutex_init(&qp->rq_lock, nullptr);
 	struct ibv_qp_init_attr_ex a = {};
@@ -1728,14 +1844,22 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 	SoftContext *ctx = qp->ctx;
 	Segment *seg = ctx->seg;
 	qp_unlink(ctx, qp);
-	pthread_mutex_lock(&qp->sq_lock); // waits for a running progress step
-	pthread_mutex_unlock(&qp->sq_lock);
+	qp_sq_lock(qp); // waits for a running progress step
+	qp_sq_unlock(qp);
 	shm_lock(&seg->hdr->lock);
 	QpEntry &e = seg->hdr->qps[qp->slot];
 	if (e.slot.load() == SLOT_LIVE) {
+		uint32_t mine = 0;
+		if (e.qp_type == IBV_QPT_XRC_RECV)
+			mine = qp_ref_drop(seg->hdr, qp->slot, seg->my_proc);
 		if (e.qp_type == IBV_QPT_XRC_RECV && e.handles > 1) {
 			e.handles--;
+			// Our last handle of a QP we own: another holder takes it over.
+			if (!mine && e.owner == seg->my_proc)
+				qp_hand_over(seg->hdr, qp->slot);
 		} else {
+			if (e.qp_type == IBV_QPT_XRC_RECV)
+				qp_ref_clear(seg->hdr, qp->slot);
 			e.state.store(IBV_QPS_RESET);
 			e.generation++;
 			e.slot.store(SLOT_FREE, std::memory_order_release);
@@ -1755,6 +1879,10 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 		qp->rcq->users.fetch_sub(1);
 	if (qp->srq)
 		qp->srq->users.fetch_sub(1);
+	if (qp->xrcd)
+		qp->xrcd->users.fetch_sub(1);
+	if (qp->pd)
+		qp->pd->users.fetch_sub(1);
 	pthread_mutex_destroy(&qp->sq_lock);
 	pthread_mutex_destroy(&qp->rq_lock);
 	free(qp->staged);
@@ -2015,7 +2143,7 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		}
 	}
 	if (next == IBV_QPS_ERR) {
-		pthread_mutex_lock(&qp->sq_lock);
+		qp_sq_lock(qp);
 		if (qp->opened || !qp->sq) {
 			e.state.store(IBV_QPS_ERR);
 			if (qp->rq)
@@ -2024,9 +2152,9 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		} else {
 			qp_to_error(qp, false);
 		}
-		pthread_mutex_unlock(&qp->sq_lock);
+		qp_sq_unlock(qp);
 	} else if (next == IBV_QPS_RESET) {
-		pthread_mutex_lock(&qp->sq_lock);
+		qp_sq_lock(qp);
 		e.state.store(IBV_QPS_RESET);
 		qp->sq_head = qp->sq_count = 0;
 		if (qp->rq) {
@@ -2037,7 +2165,7 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		e.remote_error.store(0);
 		qp->flushed = false;
 		qp->remote_pid = 0;
-		pthread_mutex_unlock(&qp->sq_lock);
+		qp_sq_unlock(qp);
 	} else {
 		e.state.store(next, std::memory_order_release);
 	}
@@ -2229,6 +2357,14 @@ static void soft_free_context(struct ibv_context *context)
 	for (int fd : ctx->chan_fds)
 		if (fd >= 0)
 			close(fd);
+	while (SoftPd *pd = ctx->dead_pds) {
+		ctx->dead_pds = pd->next_dead;
+		free(pd);
+	}
+	while (SoftTd *td = ctx->dead_tds) {
+		ctx->dead_tds = td->next_dead;
+		delete td;
+	}
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&ctx->wake_lock);
 	pthread_cond_destroy(&ctx->wake);
