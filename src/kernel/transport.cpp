@@ -164,7 +164,7 @@ struct ib_uverbs_attr *CommandBuffer::next(uint16_t attr_id) noexcept
 	return attr;
 }
 
-struct ib_uverbs_attr *CommandBuffer::in(uint16_t attr_id, const void *data, size_t len) noexcept
+struct ib_uverbs_attr *CommandBuffer::sized(uint16_t attr_id, size_t len) noexcept
 {
 	struct ib_uverbs_attr *attr = next(attr_id);
 	if (!attr)
@@ -172,23 +172,30 @@ struct ib_uverbs_attr *CommandBuffer::in(uint16_t attr_id, const void *data, siz
 	if (len > UINT16_MAX)
 		cmd_->buffer_error = 1;
 	attr->len = (uint16_t)len;
-	if (len <= sizeof(attr->data))
-		std::memcpy(&attr->data, data, len);
-	else
+	return attr;
+}
+
+struct ib_uverbs_attr *CommandBuffer::by_pointer(uint16_t attr_id, const void *data, size_t len) noexcept
+{
+	struct ib_uverbs_attr *attr = sized(attr_id, len);
+	if (attr)
 		attr->data = ptr_to_u64(data);
+	return attr;
+}
+
+struct ib_uverbs_attr *CommandBuffer::in(uint16_t attr_id, const void *data, size_t len) noexcept
+{
+	if (len > sizeof(ib_uverbs_attr::data)) // larger inputs go by pointer
+		return by_pointer(attr_id, data, len);
+	struct ib_uverbs_attr *attr = sized(attr_id, len);
+	if (attr)
+		std::memcpy(&attr->data, data, len);
 	return attr;
 }
 
 struct ib_uverbs_attr *CommandBuffer::in_uhw(uint16_t attr_id, const void *data, size_t len) noexcept
 {
-	struct ib_uverbs_attr *attr = next(attr_id);
-	if (!attr)
-		return nullptr;
-	if (len > UINT16_MAX)
-		cmd_->buffer_error = 1;
-	attr->len = (uint16_t)len;
-	attr->data = ptr_to_u64(data);
-	return attr;
+	return by_pointer(attr_id, data, len);
 }
 
 struct ib_uverbs_attr *CommandBuffer::in_obj(uint16_t attr_id, uint32_t handle) noexcept
@@ -216,14 +223,7 @@ struct ib_uverbs_attr *CommandBuffer::out_fd(uint16_t attr_id) noexcept
 
 struct ib_uverbs_attr *CommandBuffer::out(uint16_t attr_id, void *data, size_t len) noexcept
 {
-	struct ib_uverbs_attr *attr = next(attr_id);
-	if (!attr)
-		return nullptr;
-	if (len > UINT16_MAX)
-		cmd_->buffer_error = 1;
-	attr->len = (uint16_t)len;
-	attr->data = ptr_to_u64(data);
-	return attr;
+	return by_pointer(attr_id, data, len);
 }
 
 struct ib_uverbs_attr *CommandBuffer::in_enum(uint16_t attr_id, uint8_t elem_id, const void *data,

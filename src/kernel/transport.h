@@ -129,6 +129,11 @@ public:
 		     size_t core_resp_size, size_t resp_size) noexcept;
 
 private:
+	// The next attribute with its length set (beyond 16 bits: buffer_error).
+	struct ib_uverbs_attr *sized(uint16_t attr_id, size_t len) noexcept;
+	// Same, with .data pointing at `data` (the kernel reads or writes there).
+	struct ib_uverbs_attr *by_pointer(uint16_t attr_id, const void *data, size_t len) noexcept;
+
 	static constexpr unsigned kInlineAttrs = 24;
 	struct ibv_command_buffer *cmd_ = nullptr;
 	void *heap_ = nullptr;
