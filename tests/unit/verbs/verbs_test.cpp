@@ -823,3 +823,76 @@ TEST(VerbsMarshall, PathRecordRoundTrip)
 	ibv_copy_path_rec_from_kern(&back, &k);
 	EXPECT_EQ(memcmp(&back, &rec, sizeof(rec)), 0);
 }
+
+TEST(VerbsMarshall, PathRecordEveryFieldBothWays)
+{
+	// Distinct values in every field the two layouts share, in each direction.
+	struct ibv_sa_path_rec rec;
+	memset(&rec, 0, sizeof(rec));
+	for (unsigned i = 0; i < 16; ++i) {
+		rec.dgid.raw[i] = (uint8_t)(0x10 + i);
+		rec.sgid.raw[i] = (uint8_t)(0x40 + i);
+	}
+	rec.dlid = htons(0x1111);
+	rec.slid = htons(0x2222);
+	rec.raw_traffic = 1;
+	rec.flow_label = htonl(0x33333);
+	rec.hop_limit = 4;
+	rec.traffic_class = 5;
+	rec.reversible = 1;
+	rec.numb_path = 6;
+	rec.pkey = htons(0x7777);
+	rec.sl = 8;
+	rec.mtu_selector = 2;
+	rec.mtu = IBV_MTU_2048;
+	rec.rate_selector = 1;
+	rec.rate = 9;
+	rec.packet_life_time_selector = 3;
+	rec.packet_life_time = 10;
+	rec.preference = 11;
+	struct ib_user_path_rec k;
+	memset(&k, 0xee, sizeof(k));
+	ibv_copy_path_rec_to_kern(&k, &rec);
+	EXPECT_EQ(0, memcmp(k.dgid, rec.dgid.raw, 16));
+	EXPECT_EQ(0, memcmp(k.sgid, rec.sgid.raw, 16));
+	EXPECT_EQ(k.dlid, htons(0x1111));
+	EXPECT_EQ(k.slid, htons(0x2222));
+	EXPECT_EQ(k.raw_traffic, 1u);
+	EXPECT_EQ(k.flow_label, htonl(0x33333));
+	EXPECT_EQ(k.hop_limit, 4);
+	EXPECT_EQ(k.traffic_class, 5);
+	EXPECT_EQ(k.reversible, 1u);
+	EXPECT_EQ(k.numb_path, 6);
+	EXPECT_EQ(k.pkey, htons(0x7777));
+	EXPECT_EQ(k.sl, 8);
+	EXPECT_EQ(k.mtu_selector, 2);
+	EXPECT_EQ(k.mtu, static_cast<__u32>(IBV_MTU_2048));
+	EXPECT_EQ(k.rate_selector, 1);
+	EXPECT_EQ(k.rate, 9);
+	EXPECT_EQ(k.packet_life_time_selector, 3);
+	EXPECT_EQ(k.packet_life_time, 10);
+	EXPECT_EQ(k.preference, 11);
+
+	struct ibv_sa_path_rec back;
+	memset(&back, 0, sizeof(back));
+	ibv_copy_path_rec_from_kern(&back, &k);
+	EXPECT_EQ(memcmp(&back, &rec, sizeof(rec)), 0);
+}
+
+TEST(VerbsEvents, ElementOfEveryEventType)
+{
+	using ov::verbs::event_element;
+	using ov::verbs::EventElement;
+	EXPECT_EQ(EventElement::Cq, event_element(IBV_EVENT_CQ_ERR));
+	for (enum ibv_event_type t : {IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR,
+				      IBV_EVENT_COMM_EST, IBV_EVENT_SQ_DRAINED, IBV_EVENT_PATH_MIG,
+				      IBV_EVENT_PATH_MIG_ERR, IBV_EVENT_QP_LAST_WQE_REACHED})
+		EXPECT_EQ(EventElement::Qp, event_element(t)) << t;
+	EXPECT_EQ(EventElement::Srq, event_element(IBV_EVENT_SRQ_ERR));
+	EXPECT_EQ(EventElement::Srq, event_element(IBV_EVENT_SRQ_LIMIT_REACHED));
+	EXPECT_EQ(EventElement::Wq, event_element(IBV_EVENT_WQ_FATAL));
+	for (enum ibv_event_type t : {IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR,
+				      IBV_EVENT_LID_CHANGE, IBV_EVENT_PKEY_CHANGE, IBV_EVENT_SM_CHANGE,
+				      IBV_EVENT_CLIENT_REREGISTER, IBV_EVENT_GID_CHANGE})
+		EXPECT_EQ(EventElement::Port, event_element(t)) << t;
+}
