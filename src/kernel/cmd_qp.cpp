@@ -584,25 +584,13 @@ int cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_w
 				break;
 			}
 		}
-		for (int k = 0; k < i->num_sge; ++k, ++s) {
-			s->addr = i->sg_list[k].addr;
-			s->length = i->sg_list[k].length;
-			s->lkey = i->sg_list[k].lkey;
-		}
+		s = append_sges(s, i->sg_list, i->num_sge);
 	}
 	int ret = send_write(ibqp->context, IB_USER_VERBS_CMD_POST_SEND, req, size, size, &resp, sizeof(resp),
 			     sizeof(resp));
 	std::free(req);
 
-	uint32_t bad = resp.bad_wr;
-	if (bad && bad <= wr_count) {
-		struct ibv_send_wr *i = wr;
-		while (--bad)
-			i = i->next;
-		*bad_wr = i;
-	} else if (ret) {
-		*bad_wr = wr;
-	}
+	report_bad_wr(wr, wr_count, resp.bad_wr, ret, bad_wr);
 	return ret;
 }
 

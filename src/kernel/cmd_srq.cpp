@@ -280,24 +280,12 @@ int post_recv_common(struct ibv_context *ctx, uint32_t command, uint32_t handle,
 	for (struct ibv_recv_wr *i = wr; i; i = i->next, ++n) {
 		n->wr_id = i->wr_id;
 		n->num_sge = (uint32_t)i->num_sge;
-		for (int k = 0; k < i->num_sge; ++k, ++s) {
-			s->addr = i->sg_list[k].addr;
-			s->length = i->sg_list[k].length;
-			s->lkey = i->sg_list[k].lkey;
-		}
+		s = append_sges(s, i->sg_list, i->num_sge);
 	}
 	int ret = send_write(ctx, command, req, size, size, &resp, sizeof(resp), sizeof(resp));
 	std::free(req);
 
-	uint32_t bad = resp.bad_wr;
-	if (bad && bad <= wr_count) {
-		struct ibv_recv_wr *i = wr;
-		while (--bad)
-			i = i->next;
-		*bad_wr = i;
-	} else if (ret) {
-		*bad_wr = wr;
-	}
+	report_bad_wr(wr, wr_count, resp.bad_wr, ret, bad_wr);
 	return ret;
 }
 

@@ -178,6 +178,34 @@ static inline struct verbs_xrcd *to_vxrcd(struct ibv_xrcd *xrcd) noexcept
 int post_recv_common(struct ibv_context *ctx, uint32_t command, uint32_t handle, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr) noexcept;
 
+// Appends one work request's gather list as ib_uverbs_sge records at `s`;
+// returns the record after the last one written.
+inline struct ib_uverbs_sge *append_sges(struct ib_uverbs_sge *s, const struct ibv_sge *sg_list,
+					 int num_sge) noexcept
+{
+	for (int k = 0; k < num_sge; ++k, ++s) {
+		s->addr = sg_list[k].addr;
+		s->length = sg_list[k].length;
+		s->lkey = sg_list[k].lkey;
+	}
+	return s;
+}
+
+// *bad_wr after a POST_SEND / POST_RECV / POST_SRQ_RECV: the request the
+// kernel names in the response's bad_wr (counted from 1 over the wr_count
+// sent), else the head of the list when the command failed.
+template <class Wr> void report_bad_wr(Wr *wr, uint32_t wr_count, uint32_t bad, int ret, Wr **bad_wr) noexcept
+{
+	if (bad && bad <= wr_count) {
+		Wr *i = wr;
+		while (--bad)
+			i = i->next;
+		*bad_wr = i;
+	} else if (ret) {
+		*bad_wr = wr;
+	}
+}
+
 // Waits until the application acknowledged as many events as the kernel
 // reported for a destroyed object.
 void wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond, const uint32_t *completed, uint32_t reported) noexcept;

@@ -517,6 +517,88 @@ TEST(Qp, PostSendMarshalsWorkRequests)
 	EXPECT_EQ(8u, s.lkey);
 }
 
+TEST(Qp, PostRecvAndSrqRecvMarshalAndNameTheBadRequest)
+{
+	FakeKernel k;
+	FakeContext c(false);
+	struct ibv_qp qp = {};
+	qp.context = c.ctx();
+	qp.handle = 6;
+	struct ibv_srq srq = {};
+	srq.context = c.ctx();
+	srq.handle = 9;
+	struct ibv_sge sge[3] = {{0x1000, 64, 7}, {0x2000, 32, 8}, {0x3000, 16, 9}};
+	struct ibv_recv_wr wr3 = {};
+	wr3.wr_id = 3;
+	wr3.sg_list = &sge[2];
+	wr3.num_sge = 1;
+	struct ibv_recv_wr wr2 = {};
+	wr2.wr_id = 2;
+	wr2.next = &wr3;
+	struct ibv_recv_wr wr1 = {};
+	wr1.wr_id = 1;
+	wr1.next = &wr2;
+	wr1.sg_list = sge;
+	wr1.num_sge = 2;
+	uint32_t kernel_bad = 0;
+	int kernel_ret = 0;
+	k.on_write = [&](const void *buf, size_t) {
+		auto *req = static_cast<const LegacyReq<ib_uverbs_post_recv> *>(buf);
+		reinterpret_cast<struct ib_uverbs_post_recv_resp *>((uintptr_t)req->core.response)->bad_wr = kernel_bad;
+		return kernel_ret;
+	};
+	struct ibv_recv_wr *bad = nullptr;
+
+	// The kernel names the third request.
+	kernel_bad = 3;
+	kernel_ret = ENOMEM;
+	EXPECT_EQ(ENOMEM, ibv_cmd_post_recv(&qp, &wr1, &bad));
+	EXPECT_EQ(&wr3, bad);
+	// A failure naming none: the head of the list.
+	kernel_bad = 0;
+	kernel_ret = EINVAL;
+	bad = nullptr;
+	EXPECT_EQ(EINVAL, ibv_cmd_post_srq_recv(&srq, &wr1, &bad));
+	EXPECT_EQ(&wr1, bad);
+	// Success leaves *bad_wr alone; a bad_wr past the list is ignored.
+	kernel_bad = 4;
+	kernel_ret = 0;
+	bad = nullptr;
+	EXPECT_EQ(0, ibv_cmd_post_srq_recv(&srq, &wr1, &bad));
+	EXPECT_EQ(nullptr, bad);
+
+	ASSERT_EQ(3u, k.writes.size());
+	const uint32_t commands[] = {IB_USER_VERBS_CMD_POST_RECV, IB_USER_VERBS_CMD_POST_SRQ_RECV,
+				     IB_USER_VERBS_CMD_POST_SRQ_RECV};
+	const uint32_t handles[] = {6, 9, 9};
+	for (size_t n = 0; n < 3; ++n) {
+		const auto &bytes = k.writes[n].bytes;
+		LegacyReq<ib_uverbs_post_recv> head;
+		ASSERT_EQ(sizeof(head) + 3 * sizeof(struct ib_uverbs_recv_wr) + 3 * sizeof(struct ib_uverbs_sge),
+			  bytes.size());
+		std::memcpy(&head, bytes.data(), sizeof(head));
+		EXPECT_EQ(commands[n], head.hdr.command) << n;
+		EXPECT_EQ(handles[n], head.core.qp_handle) << n;
+		EXPECT_EQ(3u, head.core.wr_count);
+		EXPECT_EQ(3u, head.core.sge_count);
+		EXPECT_EQ(sizeof(struct ib_uverbs_recv_wr), head.core.wqe_size);
+		struct ib_uverbs_recv_wr w[3];
+		std::memcpy(w, bytes.data() + sizeof(head), sizeof(w));
+		EXPECT_EQ(1u, w[0].wr_id);
+		EXPECT_EQ(2u, w[0].num_sge);
+		EXPECT_EQ(0u, w[1].num_sge);
+		EXPECT_EQ(3u, w[2].wr_id);
+		EXPECT_EQ(1u, w[2].num_sge);
+		struct ib_uverbs_sge sg[3];
+		std::memcpy(sg, bytes.data() + sizeof(head) + sizeof(w), sizeof(sg));
+		for (int i = 0; i < 3; ++i) {
+			EXPECT_EQ(sge[i].addr, sg[i].addr) << i;
+			EXPECT_EQ(sge[i].length, sg[i].length) << i;
+			EXPECT_EQ(sge[i].lkey, sg[i].lkey) << i;
+		}
+	}
+}
+
 TEST(Cq, PollCqCopiesCompletions)
 {
 	FakeKernel k;
