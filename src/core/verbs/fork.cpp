@@ -255,32 +255,35 @@ enum ibv_fork_status fork_status() noexcept
 	return s.enabled ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
 }
 
-int dontfork_range(void *base, size_t size) noexcept
+namespace {
+
+// Marks [base, base+size) as one more (+1, DONTFORK) or one fewer (-1,
+// DOFORK) registration's range, when protection is on. Without it the
+// call changes nothing, but ibv_fork_init() can no longer make earlier
+// registrations safe.
+int fork_range(void *base, size_t size, int delta) noexcept
 {
 	auto &s = state();
 	{
 		std::lock_guard<std::mutex> guard(s.lock);
 		if (!s.enabled) {
-			// Registration without protection: ibv_fork_init() can no
-			// longer make earlier registrations safe.
 			s.too_late = true;
 			return 0;
 		}
 	}
-	return madvise_range(base, size, +1);
+	return madvise_range(base, size, delta);
+}
+
+} // namespace
+
+int dontfork_range(void *base, size_t size) noexcept
+{
+	return fork_range(base, size, +1);
 }
 
 int dofork_range(void *base, size_t size) noexcept
 {
-	auto &s = state();
-	{
-		std::lock_guard<std::mutex> guard(s.lock);
-		if (!s.enabled) {
-			s.too_late = true;
-			return 0;
-		}
-	}
-	return madvise_range(base, size, -1);
+	return fork_range(base, size, -1);
 }
 
 size_t fork_range_count() noexcept
