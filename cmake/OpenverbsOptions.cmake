@@ -9,6 +9,8 @@ if(OPENVERBS_WERROR)
   list(APPEND OPENVERBS_WARNINGS -Werror)
 endif()
 add_compile_options(${OPENVERBS_WARNINGS})
+# Lets the linker drop unused code of the shared objects (--gc-sections).
+add_compile_options(-ffunction-sections -fdata-sections)
 
 if(OPENVERBS_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
@@ -25,7 +27,11 @@ function(openverbs_shared_library_flags target)
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_options(${target} PRIVATE -Wl,-z,now -Wl,-z,relro)
   if(NOT OPENVERBS_SANITIZE)
-    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+    # A C library: C programs loading it should not drag in libstdc++,
+    # libgcc_s and libm (resident memory, load time). The C++ runtime is
+    # linked in privately and none of its symbols is exported.
+    target_link_options(${target} PRIVATE -Wl,--no-undefined
+      -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL -Wl,--gc-sections)
   endif()
 endfunction()
 

@@ -33,6 +33,6 @@
 #define OV_EXPORT_V11 OV_EXTERN_C __attribute__((visibility("hidden")))
 #define OV_DEFAULT_VERSION_1_1(name)                                            \
 	OV_EXTERN_C __typeof__(name) ov_v11_##name                              \
-		__attribute__((alias(#name), visibility("default")));           \
+		__attribute__((alias(#name), copy(name), visibility("default"))); \
 	OV_SYMVER(ov_v11_##name, #name "@@IBVERBS_1.1")
 #endif

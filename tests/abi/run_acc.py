@@ -37,6 +37,24 @@ my $d = do $in or die "cannot load $in: $@ $!\n";
 $d->{Headers} = { 'abi-all.h' => 1 };
 $d->{Sources} = {};
 for my $s (values %{$d->{SymbolInfo}}) { $s->{Header} = 'abi-all.h'; delete $s->{Source}; }
+# A function exported under a default version through an ELF alias (ours:
+# ov_v11_<name> bound to <name>@@NODE, beside a <name>@NODE twin) appears in
+# the DWARF under its plain name only. Name the alias, as rdma-core's dump
+# names its __<name>_1_1 symbols, so the checker pairs each version with the
+# right function instead of mixing the twin's types in.
+my $sv = $d->{SymbolVersion} || {};
+my %by_version;
+for my $local (keys %$sv) { push @{$by_version{$sv->{$local}}}, $local; }
+for my $s (values %{$d->{SymbolInfo}}) {
+    next if $s->{Alias} or $s->{MnglName} or !$s->{ShortName};
+    my $ver = $sv->{$s->{ShortName}};
+    next unless defined $ver and $ver =~ /\@\@/;
+    my ($alias) = grep { $_ ne $s->{ShortName} } @{$by_version{$ver} || []};
+    next unless $alias;
+    $s->{Alias} = $alias;
+    # The plain name is internal (hidden): only the alias carries the version.
+    delete $sv->{$s->{ShortName}};
+}
 for my $t (values %{$d->{TypeInfo}}) {
     $t->{Header} = 'abi-all.h' if exists $t->{Header} or $t->{Type} =~ /^(Struct|Union|Enum|Typedef)$/;
     delete $t->{Source};

@@ -39,6 +39,11 @@ mount -t tmpfs -o mode=0755 tmpfs $r/run || fail "cannot mount the guest's files
 mkdir -p $r/dev/pts $r/dev/shm
 mount -t devpts devpts $r/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $r/dev/shm
+# bash process substitution (<(...)) and /dev/stdin-style paths need these.
+ln -sf /proc/self/fd $r/dev/fd
+ln -sf /proc/self/fd/0 $r/dev/stdin
+ln -sf /proc/self/fd/1 $r/dev/stdout
+ln -sf /proc/self/fd/2 $r/dev/stderr
 mount -t tmpfs -o mode=1777 tmpfs $r/var/tmp 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results "$r$ov_results" ||
   fail "cannot mount the results share at $ov_results"

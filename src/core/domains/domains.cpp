@@ -3,6 +3,7 @@
 #include "core/context_private.h"
 
 #include <cerrno>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +40,11 @@ struct Registry {
 		return *r;
 	}
 };
+
+// Set once the process created its first parent or thread domain. Until
+// then no PD can be referenced, so the PD bookkeeping is skipped entirely
+// and ibv_alloc_pd/ibv_dealloc_pd cost nothing extra.
+std::atomic<bool> g_active{false};
 
 const uint32_t kParentDomainMask =
 	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
@@ -81,6 +87,7 @@ ibv_pd *lib_alloc_parent_domain(ibv_context *ctx, ibv_parent_domain_init_attr *a
 			return nullptr;
 		}
 	}
+	g_active.store(true, std::memory_order_release);
 	ibv_pd *pd = get_ops(ctx)->alloc_parent_domain(ctx, attr);
 	if (!pd)
 		return nullptr;
@@ -112,6 +119,7 @@ ibv_td *lib_alloc_td(ibv_context *ctx, ibv_td_init_attr *attr)
 		errno = EINVAL;
 		return nullptr;
 	}
+	g_active.store(true, std::memory_order_release);
 	ibv_td *td = get_ops(ctx)->alloc_td(ctx, attr);
 	if (!td)
 		return nullptr;
@@ -152,7 +160,7 @@ int lib_dealloc_td(ibv_td *td)
 
 void note_pd_alloc(ibv_pd *pd) noexcept
 {
-	if (!pd)
+	if (!pd || !g_active.load(std::memory_order_acquire))
 		return;
 	try {
 		Registry &r = Registry::get();
@@ -167,6 +175,8 @@ int check_dealloc_pd(ibv_pd *pd) noexcept
 {
 	if (!pd)
 		return EINVAL;
+	if (!g_active.load(std::memory_order_acquire))
+		return 0;
 	Registry &r = Registry::get();
 	std::lock_guard<std::mutex> lock(r.mu);
 	if (r.freed.count(pd))
@@ -179,6 +189,8 @@ int check_dealloc_pd(ibv_pd *pd) noexcept
 
 void note_pd_freed(ibv_pd *pd) noexcept
 {
+	if (!g_active.load(std::memory_order_acquire))
+		return;
 	Registry &r = Registry::get();
 	std::lock_guard<std::mutex> lock(r.mu);
 	auto it = r.pds.find(pd);
@@ -205,6 +217,8 @@ void note_pd_freed(ibv_pd *pd) noexcept
 
 bool is_parent_domain(ibv_pd *pd) noexcept
 {
+	if (!g_active.load(std::memory_order_acquire))
+		return false;
 	Registry &r = Registry::get();
 	std::lock_guard<std::mutex> lock(r.mu);
 	auto it = r.pds.find(pd);
@@ -218,6 +232,7 @@ void reset_for_testing() noexcept
 	r.pds.clear();
 	r.tds.clear();
 	r.freed.clear();
+	g_active.store(false);
 }
 
 } // namespace ov::domains

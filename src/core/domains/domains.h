@@ -13,8 +13,11 @@
 //    (EINVAL otherwise);
 //  - thread domain: attr non-NULL, comp_mask 0 (EINVAL otherwise);
 //  - a PD or TD referenced by a live parent domain cannot be freed (EBUSY);
-//  - freeing an unknown (never allocated, or already freed) PD or TD gives
-//    EINVAL instead of handing a dangling pointer to the provider.
+//  - freeing a TD, a parent domain or (once the process uses parent or thread
+//    domains) a PD that is unknown or already freed gives EINVAL instead of
+//    handing a dangling pointer to the provider. Before the first parent or
+//    thread domain the PD bookkeeping is off (nothing can reference a PD), so
+//    plain programs pay nothing for it.
 // Source: ibv_alloc_parent_domain(3), ibv_alloc_td(3).
 #pragma once
 
