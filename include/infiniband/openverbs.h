@@ -7,6 +7,9 @@
 #ifndef INFINIBAND_OPENVERBS_H
 #define INFINIBAND_OPENVERBS_H
 
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
 /* Driver id of the openverbs software device ("soft0", "soft1", ...).
  * Stored in verbs_sysfs_dev.driver_id of the synthesised entries and usable
  * in a VERBS_DRIVER_ID() match entry. The kernel's enum rdma_driver_id ends
@@ -29,5 +32,35 @@
  * wins. */
 #define OPENVERBS_SOFT_DEVICES_ENV "RDMAV_SOFT_DEVICES"
 #define OPENVERBS_MAX_SOFT_DEVICES 256
+
+
+/* What the core asks the soft provider. A soft device has no kernel and no
+ * sysfs directory, so the few library verbs that rdma-core answers from the
+ * kernel or from sysfs without a provider op (ibv_query_gid,
+ * _ibv_query_gid_ex, _ibv_query_gid_table, ibv_query_gid_type,
+ * ibv_query_pkey, ibv_create_comp_channel) ask the provider through this
+ * table. The soft provider publishes it as the `driver_data` of every entry
+ * of its match table, so the core reaches it as
+ *   verbs_get_device(ctx->device)->sysfs->match->driver_data
+ * for devices whose sysfs entry has VSYSFS_SOFT set. Layout: append-only. */
+#define OPENVERBS_SOFT_HOOKS_VERSION 1
+
+struct openverbs_soft_hooks {
+	uint32_t version; /* OPENVERBS_SOFT_HOOKS_VERSION */
+	uint32_t size;    /* sizeof(struct openverbs_soft_hooks) */
+	/* GID `index` of port `port_num`: 0, or EINVAL (port not 1, index out
+	 * of gid_tbl_len). The GID is fe80::<port GUID>. */
+	int (*query_gid)(struct ibv_context *context, uint8_t port_num, int index,
+			 union ibv_gid *gid);
+	/* P_Key `index` (network order): 0 or EINVAL; the table is {0xffff}. */
+	int (*query_pkey)(struct ibv_context *context, uint8_t port_num, int index,
+			  __be16 *pkey);
+	/* A completion channel fd for ibv_create_comp_channel: the read end of
+	 * a pipe (O_CLOEXEC, blocking). Events arrive as the kernel's
+	 * struct ib_uverbs_comp_event_desc (8 bytes: cq_handle = the struct
+	 * ibv_cq * of the CQ), so ibv_get_cq_event reads it exactly as for a
+	 * kernel channel; ibv_destroy_comp_channel just closes it. 0 or errno. */
+	int (*create_comp_channel)(struct ibv_context *context, int *fd);
+};
 
 #endif /* INFINIBAND_OPENVERBS_H */

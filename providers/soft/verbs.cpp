@@ -5,7 +5,7 @@
 // InfiniBand QP state machine; the data path is in engine.cpp.
 #include "soft.h"
 #include "log.h"
-#include "soft_hooks.h"
+#include <infiniband/openverbs.h>
 
 #include <cerrno>
 #include <cstdarg>

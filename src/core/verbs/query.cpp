@@ -9,7 +9,7 @@
 #include "core/verbs/verbs.h"
 #include "core/verbs/lib_ops.h"
 #include "core/context_private.h"
-#include "../../../providers/soft/soft_hooks.h"
+#include <infiniband/openverbs.h>
 
 #include <infiniband/openverbs.h>
 

@@ -8,7 +8,7 @@
 #include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
 
-#include "soft_hooks.h"
+#include <infiniband/openverbs.h>
 
 #include <gtest/gtest.h>
 
@@ -275,7 +275,7 @@ TEST(SoftDevice, PortActiveEventAtOpen)
 TEST(SoftDevice, HooksForGidPkeyAndChannelsReachableFromTheMatchEntry)
 {
 	// What the core uses for verbs that have no provider op (openverbs.h
-	// proposal in providers/soft/soft_hooks.h).
+	// struct openverbs_soft_hooks of <infiniband/openverbs.h>).
 	ibv_context *ctx = open_soft();
 	ASSERT_NE(ctx, nullptr);
 	verbs_device *vdev = verbs_get_device(ctx->device);
