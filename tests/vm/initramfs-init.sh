@@ -31,6 +31,26 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro hostroo
 [ -n "$ov_stage2" ] && [ -x "$r$ov_stage2" ] || fail "stage 2 '$ov_stage2' is not executable on the host root"
 [ -n "$ov_results" ] && [ -d "$r$ov_results" ] || fail "results folder '$ov_results' missing on the host root"
 
+# The guest gets its own writable /tmp; a checkout or build tree that lives
+# under the host's /tmp (a CI clone, say) must stay visible through it. Keep a
+# view of the host's /tmp under a RAM mount and bind those trees back later.
+keep_tmp=""
+keep() {
+  case "$1" in
+  /tmp/?*) t=${1#/tmp/}; keep_tmp="$keep_tmp /tmp/${t%%/*}" ;;
+  esac
+}
+keep "$ov_stage2"; keep "$ov_results"
+if [ -f "$r$ov_results/guest.env" ]; then
+  while IFS= read -r line; do
+    case "$line" in OV_REPO=* | OV_BUILD_DIR=* | OV_LIB_DIR=*) keep "${line#*=}" ;; esac
+  done <"$r$ov_results/guest.env"
+fi
+if [ -n "$keep_tmp" ]; then
+  mount -t tmpfs -o mode=0755 tmpfs $r/mnt && mkdir -p $r/mnt/host-tmp &&
+    mount -o bind $r/tmp $r/mnt/host-tmp || fail "cannot keep a view of the host's /tmp"
+fi
+
 mount -t proc proc $r/proc &&
 mount -t sysfs sysfs $r/sys &&
 mount -t devtmpfs devtmpfs $r/dev &&
@@ -45,6 +65,11 @@ ln -sf /proc/self/fd/0 $r/dev/stdin
 ln -sf /proc/self/fd/1 $r/dev/stdout
 ln -sf /proc/self/fd/2 $r/dev/stderr
 mount -t tmpfs -o mode=1777 tmpfs $r/var/tmp 2>/dev/null
+for d in $keep_tmp; do
+  [ -d "$r$d" ] && continue
+  mkdir -p "$r$d" && mount -o bind "$r/mnt/host-tmp/${d#/tmp/}" "$r$d" ||
+    fail "cannot bind the host's $d into the guest's /tmp"
+done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results "$r$ov_results" ||
   fail "cannot mount the results share at $ov_results"
 
