@@ -1,5 +1,7 @@
 #include "core/xrc/legacy_xrc.h"
 
+#include "core/verbs/verbs.h"
+
 #include <infiniband/driver.h>
 
 #include <cerrno>
@@ -63,19 +65,7 @@ public:
 
 bool is_qp_event(ibv_event_type t)
 {
-	switch (t) {
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		return true;
-	default:
-		return false;
-	}
+	return ov::verbs::event_element(t) == ov::verbs::EventElement::Qp;
 }
 
 // The kernel handle of an XRCD when the provider keeps one (verbs_xrcd).
