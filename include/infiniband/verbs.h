@@ -2623,15 +2623,18 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 
 /* Negative results of ibv_rereg_mr(3). */
 enum ibv_rereg_mr_err_code {
-	/* Old MR is valid, invalid input */
+	/* Bad arguments; the MR is unchanged and still usable. */
 	IBV_REREG_MR_ERR_INPUT = -1,
-	/* Old MR is valid, failed via don't fork on new address range */
+	/* Fork protection of the new range could not be set up; the MR is
+	 * unchanged and still usable. */
 	IBV_REREG_MR_ERR_DONT_FORK_NEW = -2,
-	/* New MR is valid, failed via do fork on old address range */
+	/* The MR was re-registered, but fork protection of the old range
+	 * could not be lifted. */
 	IBV_REREG_MR_ERR_DO_FORK_OLD = -3,
-	/* MR shouldn't be used, command error */
+	/* The device refused the command; do not use the MR any more. */
 	IBV_REREG_MR_ERR_CMD = -4,
-	/* MR shouldn't be used, command error, invalid fork state on new address range */
+	/* The device refused the command and the fork protection of the new
+	 * range could not be undone; do not use the MR any more. */
 	IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW = -5,
 };
 
