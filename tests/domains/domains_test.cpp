@@ -12,6 +12,7 @@
 //    ibv_alloc_td(3)), each a documented errno.
 //
 // Needs RDMAV_SOFT_DEVICES=2 (ctest sets it; main() too).
+#include "../soft/soft_fixture.h"
 #include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
 
@@ -197,20 +198,7 @@ std::set<uint64_t> types_of(const std::vector<Call> &calls)
 
 // ------------------------------------------------------------------ device helpers
 
-ibv_context *open_soft(int index)
-{
-	int n = 0;
-	ibv_device **list = ibv_get_device_list(&n);
-	if (!list)
-		return nullptr;
-	ibv_context *ctx = nullptr;
-	std::string want = "soft" + std::to_string(index);
-	for (int i = 0; i < n; i++)
-		if (want == ibv_get_device_name(list[i]))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
+using ov_test::open_soft;
 
 ibv_cq *create_cq(ibv_context *ctx, ibv_pd *parent, int cqe = 64)
 {
@@ -825,12 +813,7 @@ TEST_F(Domains, DoubleDeallocTdIsEinval)
 
 int main(int argc, char **argv)
 {
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		g_self = exe;
-	}
+	g_self = ov_test::self_exe();
 	setenv("RDMAV_SOFT_DEVICES", "2", 0);
 	if (argc == 3 && !strcmp(argv[1], "--peer"))
 		return peer_main(atoi(argv[2]));

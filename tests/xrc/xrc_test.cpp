@@ -14,6 +14,7 @@
 // Peers are fresh processes: fork + exec of xrcpd_peer (XRCPD_PEER), one
 // command per line (see xrcpd_peer.cpp). The suite needs two soft devices
 // (RDMAV_SOFT_DEVICES=2, set by ctest and by main()).
+#include "../soft/soft_fixture.h"
 #include "peer_process.h"
 
 #include <infiniband/legacy_xrc.h>
@@ -343,20 +344,7 @@ TEST(LegacyXrcProcesses, SecondRegistrationChangesNothing)
 
 // ------------------------------------------------------------------ bad input, in process
 
-ibv_context *open_soft(int index)
-{
-	int n = 0;
-	ibv_device **list = ibv_get_device_list(&n);
-	if (!list)
-		return nullptr;
-	ibv_context *ctx = nullptr;
-	std::string want = "soft" + std::to_string(index);
-	for (int i = 0; i < n; i++)
-		if (want == ibv_get_device_name(list[i]))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
+using ov_test::open_soft;
 
 class XrcBadInput : public ::testing::Test {
 protected:

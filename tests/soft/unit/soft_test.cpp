@@ -4,6 +4,7 @@
 // fork+exec, a killed peer, and damaged shared state.
 //
 // The suite runs with RDMAV_SOFT_DEVICES=8 (set by ctest; main() sets it too).
+#include "../soft_fixture.h"
 #include <infiniband/driver.h>
 #include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
@@ -33,20 +34,7 @@ namespace {
 
 std::string g_self; // path of this executable (peers are exec'ed from it)
 
-ibv_context *open_soft(int index = 0)
-{
-	int n = 0;
-	ibv_device **list = ibv_get_device_list(&n);
-	if (!list)
-		return nullptr;
-	ibv_context *ctx = nullptr;
-	std::string want = "soft" + std::to_string(index);
-	for (int i = 0; i < n; i++)
-		if (want == ibv_get_device_name(list[i]))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
+using ov_test::open_soft;
 
 // Polls until one completion arrives (or about 5 s pass).
 bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
@@ -1508,12 +1496,7 @@ TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 
 int main(int argc, char **argv)
 {
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		g_self = exe;
-	}
+	g_self = ov_test::self_exe();
 	setenv("RDMAV_SOFT_DEVICES", "8", 0);
 	if (argc == 3 && !strcmp(argv[1], "--soft-peer"))
 		return peer_main(argv[2]);
