@@ -33,6 +33,31 @@
 #define OPENVERBS_SOFT_DEVICES_ENV "RDMAV_SOFT_DEVICES"
 #define OPENVERBS_MAX_SOFT_DEVICES 256
 
+/* Resource types the soft provider passes to the `alloc` and `free`
+ * callbacks of a parent domain created with
+ * IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS (ibv_alloc_parent_domain(3)):
+ * OPENVERBS_SOFT_RESOURCE_TYPE(code) = (OPENVERBS_DRIVER_SOFT << 32) | code,
+ * one code per kind of buffer. `free` receives the type `alloc` was called
+ * with. Rings ("shared") are asked for in whole pages (size a multiple of the
+ * page size, alignment = page size) because the provider replaces those pages
+ * by shared ones that other processes map; openverbs-soft(7) describes it. */
+enum openverbs_soft_resource {
+	/* Completion ring of a CQ (shared; also on ibv_resize_cq). */
+	OPENVERBS_SOFT_RES_CQ_RING = 1,
+	/* Send queue of a QP: max_send_wr work request slots (process local,
+	 * alignment 64). */
+	OPENVERBS_SOFT_RES_QP_SQ = 2,
+	/* Receive ring of a QP without an SRQ (shared). */
+	OPENVERBS_SOFT_RES_QP_RQ_RING = 3,
+	/* Receive ring of an SRQ (shared). */
+	OPENVERBS_SOFT_RES_SRQ_RING = 4,
+	/* Staging area of ibv_wr_start() .. ibv_wr_complete() for QPs created
+	 * with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (process local, alignment 64). */
+	OPENVERBS_SOFT_RES_QP_WR_STAGING = 5,
+};
+
+#define OPENVERBS_SOFT_RESOURCE_TYPE(code) \
+	(((uint64_t)OPENVERBS_DRIVER_SOFT << 32) | (uint64_t)(code))
 
 /* What the core asks the soft provider. A soft device has no kernel and no
  * sysfs directory, so the few library verbs that rdma-core answers from the

@@ -201,17 +201,43 @@ static void arena_free_owner(Segment *seg, uint32_t owner)
 	}
 }
 
-RingHeader *Segment::ring(uint64_t off) const
+// Checks the ring header at `r`, which has `room` bytes mapped behind it.
+static RingHeader *ring_checked(uint8_t *at, uint64_t room)
 {
-	if (!off || off < hdr->arena_offset || off + sizeof(RingHeader) > size)
+	if (room < sizeof(RingHeader))
 		return nullptr;
-	auto *r = reinterpret_cast<RingHeader *>(base + off);
-	if (r->magic != kRingMagic || !r->capacity || (r->capacity & (r->capacity - 1)) ||
-	    r->cell_size < 16 || r->cell_size % 8)
+	auto *r = reinterpret_cast<RingHeader *>(at);
+	uint32_t cap = r->capacity, cell = r->cell_size;
+	if (r->magic != kRingMagic || !cap || (cap & (cap - 1)) || cell < 16 || cell % 8)
 		return nullptr;
-	if (off + sizeof(RingHeader) + uint64_t(r->capacity) * r->cell_size > size)
+	if (uint64_t(cap) * cell > room - sizeof(RingHeader))
 		return nullptr;
 	return r;
+}
+
+RingHeader *Segment::ring(const RingLoc &loc) const
+{
+	// One read of every field (peers may rewrite the entry meanwhile).
+	uint32_t kind = __atomic_load_n(&loc.kind, __ATOMIC_ACQUIRE);
+	if (kind == RING_ARENA) {
+		uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_RELAXED);
+		if (!off || off < hdr->arena_offset || off % 8 || off >= size)
+			return nullptr;
+		return ring_checked(base + off, size - off);
+	}
+	if (kind != RING_MEMFD)
+		return nullptr;
+	int32_t pid = __atomic_load_n(&loc.pid, __ATOMIC_RELAXED);
+	int32_t fd = __atomic_load_n(&loc.memfd, __ATOMIC_RELAXED);
+	uint32_t ino = __atomic_load_n(&loc.memfd_ino, __ATOMIC_RELAXED);
+	uint64_t off = __atomic_load_n(&loc.memfd_off, __ATOMIC_RELAXED);
+	if (pid <= 0 || fd < 0 || !ino || off % 64)
+		return nullptr;
+	uint64_t fsize = 0;
+	uint8_t *b = peer_map(pid, fd, ino, &fsize);
+	if (!b || off >= fsize)
+		return nullptr;
+	return ring_checked(b + off, fsize - off);
 }
 
 // ---------------------------------------------------------------- rings

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -59,6 +59,28 @@ struct ProcEntry {
 
 enum QpSlotState : uint32_t { SLOT_FREE = 0, SLOT_LIVE = 1 };
 
+// Where a shared ring (CQ, QP receive queue, SRQ) lives, as peers read it.
+//  RING_ARENA: in this segment's arena, at offset `off` from the segment
+//    start (objects without a custom allocator, and USE_DEFAULT).
+//  RING_MEMFD: in a buffer the owner's parent-domain allocator returned; the
+//    owner replaced those pages in place by a shared mapping of a memfd, and
+//    peers map that file through /proc/<pid>/fd/<memfd> (checked against
+//    memfd_ino) with peer_map. The ring header is at file offset memfd_off
+//    and the ring occupies `bytes` bytes.
+// Like everything in the segment, a locator is data: Segment::ring checks
+// the kind, the bounds and the identity of the file before use.
+enum RingKind : uint32_t { RING_NONE = 0, RING_ARENA = 1, RING_MEMFD = 2 };
+
+struct RingLoc {
+	uint32_t kind;       // RingKind
+	int32_t pid;         // RING_MEMFD: the owner process
+	uint64_t off;        // RING_ARENA: offset from the segment start
+	int32_t memfd;       // RING_MEMFD: the owner's fd number of the memfd
+	uint32_t memfd_ino;  // its inode number
+	uint64_t memfd_off;  // offset of the ring header in the file
+	uint64_t bytes;      // RING_MEMFD: header plus cells
+};
+
 // A QP as its peers see it. Written by the owner under the device lock
 // (control path) and read lock-free by peers (data path).
 struct QpEntry {
@@ -79,7 +101,7 @@ struct QpEntry {
 	uint32_t port_num;
 	uint32_t sq_sig_all;
 	uint32_t handles;    // XRC_RECV: live handles in all processes (qp_refs sums)
-	uint64_t rq_ring;    // arena offset of the receive ring (0 = none)
+	RingLoc rq_ring;     // the receive ring (RING_NONE: SRQ or none)
 	uint64_t user_handle; // the owner's struct ibv_qp * (async events)
 	int32_t async_fd;     // owner's async event pipe (read end)
 	uint32_t async_ino;
@@ -92,7 +114,7 @@ struct CqEntry {
 	uint32_t generation;
 	uint32_t owner;
 	int32_t owner_pid;
-	uint64_t ring;        // arena offset of the completion ring
+	RingLoc ring;         // the completion ring
 	uint64_t user_handle; // owner's struct ibv_cq *
 	std::atomic<uint32_t> armed; // 0 no, 1 next completion, 2 solicited only
 	std::atomic<uint32_t> overflow;
@@ -111,7 +133,7 @@ struct SrqEntry {
 	uint32_t pd_id;
 	uint32_t xrcd;     // slot + 1
 	uint32_t cq;       // XRC SRQ: completion queue slot + 1
-	uint64_t ring;
+	RingLoc ring;
 	uint64_t user_handle;
 	std::atomic<uint32_t> limit; // armed limit, 0 = not armed
 	int32_t async_fd;
@@ -247,9 +269,11 @@ struct Segment {
 	char path[128] = {};
 
 	uint8_t *arena() const { return base + hdr->arena_offset; }
-	// The ring at `off`, or nullptr when the offset or the ring header is
-	// out of bounds / damaged.
-	RingHeader *ring(uint64_t off) const;
+	// The ring `loc` names, mapped into this process, or nullptr when the
+	// locator or the ring header is out of bounds, stale or damaged.
+	RingHeader *ring(const RingLoc &loc) const;
+	// Locator of the arena ring at offset `off`.
+	static RingLoc arena_loc(uint64_t off) { return RingLoc{RING_ARENA, 0, off, -1, 0, 0, 0}; }
 };
 
 // Attach this process to soft<index> (creating the segment when absent).

@@ -8,6 +8,7 @@
 #include <infiniband/driver.h>
 #include <infiniband/openverbs.h>
 
+#include "queue_mem.h"
 #include "shm.h"
 
 #include <atomic>
@@ -103,7 +104,8 @@ struct SoftCq {
 	uint32_t slot;
 	uint32_t capacity;
 	RingHeader *ring;
-	uint64_t ring_off;
+	uint64_t ring_off;   // arena offset of the ring, 0 when ring_buf holds it
+	QueueBuf ring_buf;   // the ring from the parent domain's allocator
 	pthread_mutex_t poll_lock; // not taken when td_mode
 	bool td_mode;        // created under a parent domain with a thread domain
 	int chan_wfd;        // our own write end of the channel (notifying ourselves)
@@ -120,7 +122,8 @@ struct SoftSrq {
 	uint32_t max_wr;
 	uint32_t max_sge;
 	RingHeader *ring;
-	uint64_t ring_off;
+	uint64_t ring_off;   // arena offset of the ring, 0 when ring_buf holds it
+	QueueBuf ring_buf;   // the ring from the parent domain's allocator
 	pthread_mutex_t post_lock;
 	SoftCq *cq;          // XRC SRQ
 	std::atomic<int> users;
@@ -185,7 +188,10 @@ struct SoftQp {
 	bool sq_sig_all;
 	bool opened;          // made by ibv_open_qp (XRC target handle)
 	RingHeader *rq;
-	uint64_t rq_off;
+	uint64_t rq_off;      // arena offset of the receive ring, 0 when none or in rq_buf
+	QueueBuf rq_buf;      // receive ring from the parent domain's allocator
+	QueueBuf sq_buf;      // memory of `sq` (calloc or the allocator)
+	QueueBuf staged_buf;  // memory of `staged` when the allocator gave it
 	uint32_t rq_cell;
 	pthread_mutex_t sq_lock;
 	pthread_mutex_t rq_lock;

@@ -881,7 +881,7 @@ static int soft_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_
 static void cq_ex_setup(SoftCq *cq);
 
 static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *channel,
-			 int comp_vector, bool ex)
+			 int comp_vector, bool ex, SoftPd *ppd)
 {
 	if (cqe < 1 || uint32_t(cqe) > kMaxCqe || comp_vector < 0 ||
 	    comp_vector >= ctx->vctx.context.num_comp_vectors) {
@@ -908,6 +908,15 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	if (cap < 2)
 		cap = 2;
 	uint32_t cell = (8 + sizeof(CqeCell) + 7) & ~7u;
+	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
+	// The application's allocator is called before the device lock is taken.
+	int rc = ring_buf_alloc(allocator_of(ppd ? &ppd->pd : nullptr), OPENVERBS_SOFT_RES_CQ_RING,
+				bytes, &cq->ring_buf);
+	if (rc) {
+		free(cq);
+		errno = rc;
+		return nullptr;
+	}
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
 	int slot = -1;
@@ -916,22 +925,22 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 			slot = int(i);
 			break;
 		}
-	uint64_t off = slot >= 0 ? arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell,
-					       seg->my_proc)
-				 : 0;
-	if (!off) {
+	uint64_t off = slot >= 0 && !cq->ring_buf.ptr ? arena_alloc(seg, bytes, seg->my_proc) : 0;
+	if (slot < 0 || (!off && !cq->ring_buf.ptr)) {
 		shm_unlock(&seg->hdr->lock);
+		queue_buf_free(&cq->ring_buf);
 		free(cq);
 		errno = ENOMEM;
 		return nullptr;
 	}
-	auto *ring = reinterpret_cast<RingHeader *>(seg->base + off);
+	auto *ring = reinterpret_cast<RingHeader *>(off ? seg->base + off
+						       : static_cast<uint8_t *>(cq->ring_buf.ptr));
 	ring_init(ring, cell, cap, seg->my_proc);
 	CqEntry &e = seg->hdr->cqs[slot];
 	e.generation++;
 	e.owner = seg->my_proc;
 	e.owner_pid = self_pid();
-	e.ring = off;
+	e.ring = off ? Segment::arena_loc(off) : ring_buf_loc(cq->ring_buf);
 	e.user_handle = uintptr_t(&cq->vcq.cq);
 	e.armed.store(0);
 	e.overflow.store(0);
@@ -947,6 +956,11 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	cq->ring_off = off;
 	cq->chan_wfd = -1;
 	cq->ex = ex;
+	if (ppd) {
+		cq->pd = ppd;
+		ppd->users.fetch_add(1);
+		cq->td_mode = ppd->td != nullptr;
+	}
 	pthread_mutex_init(&cq->poll_lock, nullptr);
 	// The library's create_cq / create_cq_ex wrappers finish the public
 	// fields (and count the channel reference); set what they rely on.
@@ -962,7 +976,7 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 static struct ibv_cq *soft_create_cq(struct ibv_context *context, int cqe,
 				     struct ibv_comp_channel *channel, int comp_vector)
 {
-	SoftCq *cq = cq_create(to_sctx(context), cqe, channel, comp_vector, false);
+	SoftCq *cq = cq_create(to_sctx(context), cqe, channel, comp_vector, false, nullptr);
 	return cq ? &cq->vcq.cq : nullptr;
 }
 
@@ -1000,14 +1014,9 @@ static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		}
 	}
 	SoftCq *cq = cq_create(to_sctx(context), int(attr->cqe), attr->channel,
-			       int(attr->comp_vector), true);
+			       int(attr->comp_vector), true, ppd);
 	if (!cq)
 		return nullptr;
-	if (ppd) {
-		cq->pd = ppd;
-		ppd->users.fetch_add(1);
-		cq->td_mode = ppd->td != nullptr;
-	}
 	cq->wc_flags = attr->wc_flags;
 	cq_ex_setup(cq);
 	return &cq->vcq.cq_ex;
@@ -1051,24 +1060,34 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	uint32_t cap = next_pow2(uint32_t(cqe));
 	if (cap < 2)
 		cap = 2;
+	uint32_t cell = cq->ring->cell_size;
+	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
+	// A CQ of a parent domain with allocators asks it for the new ring too
+	// (before any lock is taken).
+	QueueBuf nb;
+	int rc = ring_buf_alloc(allocator_of(cq->pd ? &cq->pd->pd : nullptr),
+				OPENVERBS_SOFT_RES_CQ_RING, bytes, &nb);
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&cq->poll_lock);
 	if (ring_count(cq->ring) > cap) {
 		pthread_mutex_unlock(&cq->poll_lock);
+		queue_buf_free(&nb);
 		return EINVAL;
 	}
 	Segment *seg = to_sctx(ibcq->context)->seg;
-	uint32_t cell = cq->ring->cell_size;
 	shm_lock(&seg->hdr->lock);
-	uint64_t off = arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell, seg->my_proc);
-	if (!off) {
+	uint64_t off = nb.ptr ? 0 : arena_alloc(seg, bytes, seg->my_proc);
+	if (!off && !nb.ptr) {
 		shm_unlock(&seg->hdr->lock);
 		pthread_mutex_unlock(&cq->poll_lock);
 		return ENOMEM;
 	}
-	auto *ring = reinterpret_cast<RingHeader *>(seg->base + off);
+	auto *ring = reinterpret_cast<RingHeader *>(off ? seg->base + off
+						       : static_cast<uint8_t *>(nb.ptr));
 	ring_init(ring, cell, cap, seg->my_proc);
 	CqEntry &e = seg->hdr->cqs[cq->slot];
-	e.ring = off;
+	e.ring = off ? Segment::arena_loc(off) : ring_buf_loc(nb);
 	CqeCell c;
 	while (ring_pop(cq->ring, &c, sizeof(c))) {
 		uint64_t pos;
@@ -1078,13 +1097,17 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 		memcpy(dst, &c, sizeof(c));
 		ring_publish(ring, dst, pos);
 	}
-	arena_free(seg, cq->ring_off);
+	if (cq->ring_off)
+		arena_free(seg, cq->ring_off);
 	shm_unlock(&seg->hdr->lock);
+	QueueBuf old = cq->ring_buf;
 	cq->ring = ring;
 	cq->ring_off = off;
+	cq->ring_buf = nb;
 	cq->capacity = cap;
 	ibcq->cqe = int(cap);
 	pthread_mutex_unlock(&cq->poll_lock);
+	queue_buf_free(&old);
 	return 0;
 }
 
@@ -1098,8 +1121,10 @@ static int soft_destroy_cq(struct ibv_cq *ibcq)
 	CqEntry &e = seg->hdr->cqs[cq->slot];
 	e.generation++;
 	e.slot.store(SLOT_FREE, std::memory_order_release);
-	arena_free(seg, cq->ring_off);
+	if (cq->ring_off)
+		arena_free(seg, cq->ring_off);
 	shm_unlock(&seg->hdr->lock);
+	queue_buf_free(&cq->ring_buf);
 	if (cq->pd)
 		cq->pd->users.fetch_sub(1);
 	pthread_mutex_destroy(&cq->poll_lock);
@@ -1178,21 +1203,41 @@ static void cq_ex_setup(SoftCq *cq)
 
 // ------------------------------------------------------------------ SRQ
 
-static int recv_ring_alloc(Segment *seg, uint32_t depth, uint32_t max_sge, uint64_t *off,
-			   RingHeader **ring, uint32_t *cap_out)
+// Size of a receive ring: `depth` WQEs (rounded up to a power of two) of
+// `max_sge` scatter entries each.
+struct RecvGeometry {
+	uint32_t cap;
+	uint32_t cell;
+	uint64_t bytes() const { return sizeof(RingHeader) + uint64_t(cap) * cell; }
+};
+
+static RecvGeometry recv_geometry(uint32_t depth, uint32_t max_sge)
 {
 	uint32_t cap = next_pow2(depth ? depth : 1);
 	uint32_t cell = (8 + sizeof(RecvWqe) + max_sge * sizeof(struct ibv_sge) + 7) & ~7u;
 	if (cell < 32)
 		cell = 32;
-	uint64_t o = arena_alloc(seg, sizeof(RingHeader) + uint64_t(cap) * cell, seg->my_proc);
-	if (!o)
-		return ENOMEM;
-	auto *r = reinterpret_cast<RingHeader *>(seg->base + o);
-	ring_init(r, cell, cap, seg->my_proc);
+	return RecvGeometry{cap, cell};
+}
+
+// Sets up a receive ring (device lock held): in `app` when the allocator
+// gave it, else cut from the arena (*off). ENOMEM when the arena is full.
+static int recv_ring_alloc(Segment *seg, const RecvGeometry &g, const QueueBuf &app,
+			   uint64_t *off, RingHeader **ring, RingLoc *loc)
+{
+	uint64_t o = 0;
+	uint8_t *at = static_cast<uint8_t *>(app.ptr);
+	if (!at) {
+		o = arena_alloc(seg, g.bytes(), seg->my_proc);
+		if (!o)
+			return ENOMEM;
+		at = seg->base + o;
+	}
+	auto *r = reinterpret_cast<RingHeader *>(at);
+	ring_init(r, g.cell, g.cap, seg->my_proc);
 	*off = o;
 	*ring = r;
-	*cap_out = cap;
+	*loc = o ? Segment::arena_loc(o) : ring_buf_loc(app);
 	return 0;
 }
 
@@ -1230,6 +1275,14 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	}
 	Segment *seg = ctx->seg;
 	uint32_t max_sge = a.max_sge ? a.max_sge : 1;
+	RecvGeometry geo = recv_geometry(a.max_wr, max_sge);
+	int rc = ring_buf_alloc(allocator_of(pd), OPENVERBS_SOFT_RES_SRQ_RING, geo.bytes(),
+				&srq->ring_buf);
+	if (rc) {
+		free(srq);
+		errno = rc;
+		return nullptr;
+	}
 	shm_lock(&seg->hdr->lock);
 	int slot = -1;
 	for (uint32_t i = 0; i < kMaxSrqs; i++)
@@ -1237,9 +1290,12 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 			slot = int(i);
 			break;
 		}
-	uint32_t cap = 0;
-	if (slot < 0 || recv_ring_alloc(seg, a.max_wr, max_sge, &srq->ring_off, &srq->ring, &cap)) {
+	uint32_t cap = geo.cap;
+	RingLoc loc{};
+	if (slot < 0 ||
+	    recv_ring_alloc(seg, geo, srq->ring_buf, &srq->ring_off, &srq->ring, &loc)) {
 		shm_unlock(&seg->hdr->lock);
+		queue_buf_free(&srq->ring_buf);
 		free(srq);
 		errno = ENOMEM;
 		return nullptr;
@@ -1252,7 +1308,7 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	e.pd_id = to_spd(pd)->id;
 	e.xrcd = xrc ? reinterpret_cast<SoftXrcd *>(attr->xrcd)->slot + 1 : 0;
 	e.cq = xrc ? to_scq(attr->cq)->slot + 1 : 0;
-	e.ring = srq->ring_off;
+	e.ring = loc;
 	e.user_handle = uintptr_t(&srq->vsrq.srq);
 	e.limit.store(a.srq_limit);
 	e.async_fd = ctx->vctx.context.async_fd;
@@ -1356,8 +1412,10 @@ static int soft_destroy_srq(struct ibv_srq *ibsrq)
 	e.error.store(1);
 	e.generation++;
 	e.slot.store(SLOT_FREE, std::memory_order_release);
-	arena_free(seg, srq->ring_off);
+	if (srq->ring_off)
+		arena_free(seg, srq->ring_off);
 	shm_unlock(&seg->hdr->lock);
+	queue_buf_free(&srq->ring_buf);
 	if (srq->cq)
 		srq->cq->users.fetch_sub(1);
 	if (srq->pd)
@@ -1649,18 +1707,48 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	}
 	qp->ctx = ctx;
 	qp->type = t;
+	uint32_t recv_sge = c.max_recv_sge ? c.max_recv_sge : 1;
+	RecvGeometry geo = recv_geometry(c.max_recv_wr, recv_sge);
+	// Buffers from the parent domain's allocator (or our own), in this
+	// order: send queue, receive ring, ibv_wr_* staging. Every error path
+	// gives back what was obtained.
+	SoftPd *apd = t == IBV_QPT_XRC_RECV ? nullptr : allocator_of(pd);
+	auto undo = [&](int e) {
+		queue_buf_free(&qp->staged_buf);
+		queue_buf_free(&qp->rq_buf);
+		queue_buf_free(&qp->sq_buf);
+		free(qp);
+		errno = e;
+		return nullptr;
+	};
 	if (has_sq) {
 		qp->sq_depth = c.max_send_wr ? c.max_send_wr : 1;
-		qp->sq = static_cast<SoftWr *>(calloc(qp->sq_depth, sizeof(SoftWr)));
-		if (!qp->sq) {
-			free(qp);
-			errno = ENOMEM;
-			return nullptr;
+		int rc = queue_buf_alloc(apd, OPENVERBS_SOFT_RES_QP_SQ,
+					 size_t(qp->sq_depth) * sizeof(SoftWr), 64, &qp->sq_buf);
+		if (rc)
+			return undo(rc);
+		qp->sq = static_cast<SoftWr *>(qp->sq_buf.ptr);
+	}
+	if (has_rq) {
+		int rc = ring_buf_alloc(apd, OPENVERBS_SOFT_RES_QP_RQ_RING, geo.bytes(), &qp->rq_buf);
+		if (rc)
+			return undo(rc);
+	}
+	if (has_sq && apd && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		int rc = queue_buf_alloc(apd, OPENVERBS_SOFT_RES_QP_WR_STAGING,
+					 size_t(qp->sq_depth) * sizeof(SoftWr), 64, &qp->staged_buf);
+		if (rc)
+			return undo(rc);
+		if (qp->staged_buf.pd) { // else USE_DEFAULT: qpex.cpp allocates on first use
+			qp->staged = static_cast<SoftWr *>(qp->staged_buf.ptr);
+			qp->staged_cap = qp->sq_depth;
+		} else {
+			queue_buf_free(&qp->staged_buf);
 		}
 	}
 	Segment *seg = ctx->seg;
-	uint32_t rq_cap = 0;
-	uint32_t recv_sge = c.max_recv_sge ? c.max_recv_sge : 1;
+	uint32_t rq_cap = has_rq ? geo.cap : 0;
+	RingLoc rq_loc{};
 	shm_lock(&seg->hdr->lock);
 	int slot = -1;
 	for (uint32_t i = 0; i < kMaxQps; i++)
@@ -1670,12 +1758,9 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		}
 	if (slot < 0 ||
 	    (t == IBV_QPT_XRC_RECV && !qp_ref_add(seg->hdr, uint32_t(slot), seg->my_proc)) ||
-	    (has_rq && recv_ring_alloc(seg, c.max_recv_wr, recv_sge, &qp->rq_off, &qp->rq, &rq_cap))) {
+	    (has_rq && recv_ring_alloc(seg, geo, qp->rq_buf, &qp->rq_off, &qp->rq, &rq_loc))) {
 		shm_unlock(&seg->hdr->lock);
-		free(qp->sq);
-		free(qp);
-		errno = ENOMEM;
-		return nullptr;
+		return undo(ENOMEM);
 	}
 	qp->slot = slot;
 	qp->qpn = slot + kQpnBase;
@@ -1696,7 +1781,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	e.port_num = 1;
 	e.sq_sig_all = a->sq_sig_all;
 	e.handles = 1;
-	e.rq_ring = qp->rq_off;
+	e.rq_ring = rq_loc;
 	e.user_handle = uintptr_t(&qp->vqp.qp);
 	e.async_fd = ctx->vctx.context.async_fd;
 	e.async_ino = ctx->async_ino;
@@ -1865,6 +1950,7 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 			e.slot.store(SLOT_FREE, std::memory_order_release);
 			if (qp->rq_off)
 				arena_free(seg, qp->rq_off);
+			qp->rq_off = 0;
 			for (auto &g : seg->hdr->mcast)
 				if (g.in_use)
 					for (auto &q : g.qpn)
@@ -1885,8 +1971,12 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 		qp->pd->users.fetch_sub(1);
 	pthread_mutex_destroy(&qp->sq_lock);
 	pthread_mutex_destroy(&qp->rq_lock);
-	free(qp->staged);
-	free(qp->sq);
+	if (qp->staged_buf.ptr)
+		queue_buf_free(&qp->staged_buf);
+	else
+		free(qp->staged);
+	queue_buf_free(&qp->rq_buf);
+	queue_buf_free(&qp->sq_buf);
 	free(qp);
 	return 0;
 }
