@@ -34,6 +34,13 @@
 #include <vector>
 
 #include "../xrc/peer_process.h"
+// White-box: the layout of the device segment (damaged-locator test).
+#include "../../providers/soft/shm.h"
+
+#include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 namespace {
 
@@ -93,7 +100,8 @@ struct Call {
 	void *ptr; // returned (alloc) or passed (free)
 };
 
-enum class Mode { Arena, UseDefault, Null, FailNth };
+// Dirty: arena memory filled with 0xa5 (the provider must zero it).
+enum class Mode { Arena, UseDefault, Null, FailNth, Dirty };
 
 struct Log {
 	std::mutex mu;
@@ -130,6 +138,11 @@ void *log_alloc(ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uin
 		break;
 	case Mode::FailNth:
 		ret = index == log->fail_at ? nullptr : log->arena.alloc(size, alignment);
+		break;
+	case Mode::Dirty:
+		ret = log->arena.alloc(size, alignment);
+		if (ret)
+			memset(ret, 0xa5, size);
 		break;
 	}
 	log->calls.push_back({true, pd, pd_context, size, alignment, type, ret});
@@ -710,6 +723,356 @@ TEST_F(Domains, TrafficBetweenTwoProcessesOverArenaBuffers)
 	EXPECT_EQ(ibv_destroy_qp(qp), 0);
 	EXPECT_EQ(ibv_destroy_cq(cq), 0);
 	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+// ------------------------------------------------------------------ the pages of the buffers
+
+// The /proc/self/maps line of the mapping holding `p` ("" when unmapped).
+std::string maps_line(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return "";
+	char line[512];
+	std::string found;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && uintptr_t(p) >= lo && uintptr_t(p) < hi) {
+			found = line;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+bool all_zero(const void *p, size_t n)
+{
+	auto *c = static_cast<const unsigned char *>(p);
+	for (size_t i = 0; i < n; i++)
+		if (c[i])
+			return false;
+	return true;
+}
+
+bool is_ring(uint64_t type)
+{
+	uint32_t code = uint32_t(type);
+	return code == OPENVERBS_SOFT_RES_CQ_RING || code == OPENVERBS_SOFT_RES_QP_RQ_RING ||
+	       code == OPENVERBS_SOFT_RES_SRQ_RING;
+}
+
+// The documented resource codes, the page-granular rings (shared pages while
+// the queue lives) and the private pages given back to free.
+TEST_F(Domains, RingsAreSharedPagesForTheLifeOfTheQueue)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	const size_t page = size_t(sysconf(_SC_PAGESIZE));
+	ibv_cq *cq = create_cq(ctx, parent);
+	ASSERT_NE(cq, nullptr);
+	ibv_srq *srq = create_srq(parent);
+	ASSERT_NE(srq, nullptr);
+	ibv_qp *qp = create_rc(parent, cq);
+	ASSERT_NE(qp, nullptr);
+	auto calls = log.take();
+	SCOPED_TRACE(describe(calls));
+	std::map<uint32_t, Call> by_code;
+	for (const Call &c : calls)
+		if (c.is_alloc)
+			by_code[uint32_t(c.type)] = c;
+	ASSERT_EQ(by_code.size(), 4u) << "CQ ring, SRQ ring, QP send queue, QP receive ring";
+	EXPECT_EQ(calls.size(), 4u);
+	for (uint32_t code : {OPENVERBS_SOFT_RES_CQ_RING, OPENVERBS_SOFT_RES_SRQ_RING,
+			      OPENVERBS_SOFT_RES_QP_SQ, OPENVERBS_SOFT_RES_QP_RQ_RING}) {
+		ASSERT_EQ(by_code.count(code), 1u) << "code " << code;
+		const Call &c = by_code[code];
+		EXPECT_EQ(c.type, OPENVERBS_SOFT_RESOURCE_TYPE(code));
+		std::string m = maps_line(c.ptr);
+		if (is_ring(c.type)) {
+			EXPECT_EQ(c.alignment, page);
+			EXPECT_EQ(c.size % page, 0u);
+			EXPECT_NE(m.find("memfd:openverbs-soft-ring"), std::string::npos) << m;
+		} else {
+			EXPECT_EQ(c.alignment, 64u);
+			EXPECT_GE(c.size, 32u * 512u) << "32 send work requests";
+			EXPECT_EQ(m.find("memfd:"), std::string::npos) << m;
+		}
+	}
+	// The order for a QP: send queue first, then the receive ring.
+	std::vector<uint32_t> order;
+	for (const Call &c : calls)
+		order.push_back(uint32_t(c.type));
+	EXPECT_EQ(order, (std::vector<uint32_t>{OPENVERBS_SOFT_RES_CQ_RING,
+						OPENVERBS_SOFT_RES_SRQ_RING,
+						OPENVERBS_SOFT_RES_QP_SQ,
+						OPENVERBS_SOFT_RES_QP_RQ_RING}));
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	ASSERT_EQ(ibv_destroy_srq(srq), 0);
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	// Given back as private zero-filled pages, out of reach of fork children.
+	for (const Call &c : log.take()) {
+		ASSERT_FALSE(c.is_alloc);
+		if (!is_ring(c.type))
+			continue;
+		std::string m = maps_line(c.ptr);
+		EXPECT_EQ(m.find("memfd:"), std::string::npos) << m;
+		EXPECT_NE(m.find("rw-p"), std::string::npos) << m;
+		EXPECT_TRUE(all_zero(c.ptr, by_code[uint32_t(c.type)].size));
+	}
+}
+
+// Dirty memory from the allocator: every buffer is zeroed before use, so
+// traffic works (send queue, receive rings, CQ ring all from the arena).
+TEST_F(Domains, DirtyAllocatorMemoryIsZeroedBeforeUse)
+{
+	log.mode = Mode::Dirty;
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = create_cq(ctx, parent);
+	ASSERT_NE(cq, nullptr);
+	ibv_srq *srq = create_srq(parent);
+	ASSERT_NE(srq, nullptr);
+	ibv_qp *a = create_rc(parent, cq), *b = create_rc(parent, cq, srq);
+	ASSERT_TRUE(a && b);
+	static char buf[2][64];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+	ibv_wc wc;
+	EXPECT_EQ(ibv_poll_cq(cq, 1, &wc), 0) << "a completion out of dirty memory";
+	for (int i = 0; i < 40; i++) { // more than the queues hold: the rings wrap
+		ASSERT_EQ(post_recv(b, srq, mr, buf[1], 64, 100 + i), 0);
+		snprintf(buf[0], 64, "dirty %d", i);
+		ASSERT_EQ(post_send(a, mr, buf[0], 64, i), 0);
+		for (int k = 0; k < 2; k++) {
+			ASSERT_TRUE(poll_one(cq, &wc)) << i;
+			ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+		}
+		ASSERT_STREQ(buf[1], buf[0]);
+	}
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_destroy_srq(srq), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	std::map<void *, uint64_t> live;
+	check_allocs(log.take(), parent, &log, &live);
+}
+
+// ibv_resize_cq asks the allocator for the new ring, keeps the completions
+// and frees the old ring.
+TEST_F(Domains, ResizeCqTakesTheNewRingFromTheAllocator)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = create_cq(ctx, parent, 4);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp *a = create_rc(pd, cq), *b = create_rc(pd, cq);
+	ASSERT_TRUE(a && b);
+	static char buf[2][64];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+	ASSERT_EQ(post_recv(b, nullptr, mr, buf[1], 64, 7), 0);
+	ASSERT_EQ(post_send(a, mr, buf[0], 8, 1), 0);
+	usleep(20000); // both completions wait in the old ring
+	auto created = log.take();
+	ASSERT_EQ(created.size(), 1u) << describe(created);
+	ASSERT_EQ(ibv_resize_cq(cq, 1000), 0);
+	EXPECT_GE(cq->cqe, 1000);
+	auto calls = log.take();
+	SCOPED_TRACE(describe(calls));
+	ASSERT_EQ(calls.size(), 2u);
+	EXPECT_TRUE(calls[0].is_alloc);
+	EXPECT_EQ(calls[0].type, OPENVERBS_SOFT_RESOURCE_TYPE(OPENVERBS_SOFT_RES_CQ_RING));
+	EXPECT_GE(calls[0].size, 1000 * sizeof(ibv_wc));
+	EXPECT_FALSE(calls[1].is_alloc);
+	EXPECT_EQ(calls[1].ptr, created[0].ptr) << "the old ring is freed";
+	EXPECT_EQ(calls[1].type, created[0].type);
+	ibv_wc wc[2];
+	ASSERT_TRUE(poll_one(cq, &wc[0]));
+	ASSERT_TRUE(poll_one(cq, &wc[1]));
+	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc[1].status, IBV_WC_SUCCESS);
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	auto frees = log.take();
+	ASSERT_EQ(frees.size(), 1u);
+	EXPECT_EQ(frees[0].ptr, calls[0].ptr);
+}
+
+// The NUMA policy the application gave the range stays on the shared pages
+// and on the pages given back.
+TEST_F(Domains, NumaPolicyOfTheRangeIsKept)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	const size_t page = size_t(sysconf(_SC_PAGESIZE));
+	// The next arena allocation starts here: prefer node 0 for the range.
+	char *next = static_cast<char *>(log.arena.alloc(page, page));
+	ASSERT_NE(next, nullptr);
+	unsigned long node0 = 1;
+	ASSERT_EQ(syscall(SYS_mbind, next, 16 * page, MPOL_PREFERRED, &node0, 64, 0), 0)
+		<< strerror(errno);
+	ibv_cq *cq = create_cq(ctx, parent);
+	ASSERT_NE(cq, nullptr);
+	auto calls = log.take();
+	ASSERT_EQ(calls.size(), 1u);
+	void *ring = calls[0].ptr;
+	EXPECT_GE(static_cast<char *>(ring), next);
+	EXPECT_LE(static_cast<char *>(ring) + calls[0].size, next + 16 * page);
+	auto policy = [](void *p) {
+		int mode = -1;
+		unsigned long mask[16] = {};
+		if (syscall(SYS_get_mempolicy, &mode, mask, 1024, p, MPOL_F_ADDR) != 0)
+			return -1;
+		return mode;
+	};
+	EXPECT_EQ(policy(ring), MPOL_PREFERRED) << maps_line(ring);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(policy(ring), MPOL_PREFERRED);
+	log.take();
+}
+
+// Work requests of ibv_wr_start .. ibv_wr_complete are staged in a buffer
+// from the allocator too.
+TEST_F(Domains, WrStagingAreaFromTheAllocator)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = create_cq(ctx, parent);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp_init_attr_ex ax = {};
+	ax.send_cq = ax.recv_cq = cq;
+	ax.qp_type = IBV_QPT_RC;
+	ax.cap.max_send_wr = ax.cap.max_recv_wr = 8;
+	ax.cap.max_send_sge = ax.cap.max_recv_sge = 1;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = parent;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	ibv_qp *a = ibv_create_qp_ex(ctx, &ax);
+	ASSERT_NE(a, nullptr) << strerror(errno);
+	auto calls = log.take();
+	SCOPED_TRACE(describe(calls));
+	std::set<uint64_t> types = types_of(calls);
+	EXPECT_EQ(types.count(OPENVERBS_SOFT_RESOURCE_TYPE(OPENVERBS_SOFT_RES_QP_WR_STAGING)), 1u);
+	std::map<void *, uint64_t> live;
+	check_allocs(calls, parent, &log, &live);
+	ibv_qp *b = create_rc(pd, cq);
+	ASSERT_NE(b, nullptr);
+	static char buf[2][64];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+	ASSERT_EQ(post_recv(b, nullptr, mr, buf[1], 64, 9), 0);
+	strcpy(buf[0], "staged");
+	ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
+	ASSERT_NE(x, nullptr);
+	ibv_wr_start(x);
+	x->wr_id = 5;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, mr->lkey, uintptr_t(buf[0]), 7);
+	ASSERT_EQ(ibv_wr_complete(x), 0);
+	ibv_wc wc;
+	for (int k = 0; k < 2; k++) {
+		ASSERT_TRUE(poll_one(cq, &wc));
+		EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	EXPECT_STREQ(buf[1], "staged");
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	check_allocs(log.take(), parent, &log, &live);
+	EXPECT_TRUE(live.empty());
+}
+
+// The ring locator in the shared segment is data: a damaged one (wrong
+// kind, pid, fd, inode or offset) makes the ring unreachable for the
+// requester, never a crash, and the device works again once it is right.
+TEST_F(Domains, DamagedRingLocatorIsRefused)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *rcq = create_cq(ctx, parent); // ring in memfd pages
+	ibv_cq *scq = create_cq(ctx, nullptr);
+	ASSERT_TRUE(rcq && scq);
+	ibv_qp_init_attr qa = {};
+	qa.send_cq = scq;
+	qa.recv_cq = rcq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	ibv_qp *a = ibv_create_qp(pd, &qa), *b = ibv_create_qp(pd, &qa);
+	ASSERT_TRUE(a && b);
+	static char buf[2][64];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+
+	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft0";
+	int fd = open(path.c_str(), O_RDWR);
+	ASSERT_GE(fd, 0);
+	struct stat st;
+	ASSERT_EQ(fstat(fd, &st), 0);
+	void *m = mmap(nullptr, sizeof(ovsoft::SegmentHeader), PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
+	close(fd);
+	ASSERT_NE(m, MAP_FAILED);
+	auto *h = static_cast<ovsoft::SegmentHeader *>(m);
+	ovsoft::RingLoc &loc = h->cqs[rcq->handle].ring;
+	ASSERT_EQ(loc.kind, uint32_t(ovsoft::RING_MEMFD));
+	const ovsoft::RingLoc good = loc;
+	auto damage = [&](const char *what, void (*f)(ovsoft::RingLoc &)) {
+		SCOPED_TRACE(what);
+		ovsoft::RingLoc bad = good;
+		f(bad);
+		loc = bad;
+		ASSERT_EQ(post_recv(b, nullptr, mr, buf[1], 64, 1), 0);
+		ASSERT_EQ(post_send(a, mr, buf[0], 8, 2), 0);
+		ibv_wc wc;
+		ASSERT_TRUE(poll_one(scq, &wc)) << "the requester is stuck";
+		ibv_wc none;
+		EXPECT_EQ(ibv_poll_cq(rcq, 1, &none), 0) << "completion through a damaged locator";
+		loc = good;
+	};
+	damage("kind", [](ovsoft::RingLoc &l) { l.kind = 7; });
+	damage("arena kind, no offset", [](ovsoft::RingLoc &l) { l.kind = ovsoft::RING_ARENA; });
+	damage("arena kind, offset past the end", [](ovsoft::RingLoc &l) {
+		l.kind = ovsoft::RING_ARENA;
+		l.off = ~0ull - 100;
+	});
+	damage("pid", [](ovsoft::RingLoc &l) { l.pid = 1; });
+	damage("negative fd", [](ovsoft::RingLoc &l) { l.memfd = -3; });
+	damage("another fd", [](ovsoft::RingLoc &l) { l.memfd = 0; });
+	damage("inode", [](ovsoft::RingLoc &l) { l.memfd_ino ^= 0x5a5a; });
+	damage("offset past the file", [](ovsoft::RingLoc &l) { l.memfd_off = 1ull << 40; });
+	damage("offset near the end", [](ovsoft::RingLoc &l) { l.memfd_off = l.bytes - 64; });
+	damage("unaligned offset", [](ovsoft::RingLoc &l) { l.memfd_off = 8; });
+	// Repaired: traffic flows again.
+	ASSERT_EQ(post_recv(b, nullptr, mr, buf[1], 64, 3), 0);
+	strcpy(buf[0], "again");
+	ASSERT_EQ(post_send(a, mr, buf[0], 8, 4), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(rcq, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.wr_id, 3u);
+	EXPECT_STREQ(buf[1], "again");
+	munmap(m, sizeof(ovsoft::SegmentHeader));
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+	EXPECT_EQ(ibv_destroy_cq(scq), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	log.take();
 }
 
 // ------------------------------------------------------------------ bad input
