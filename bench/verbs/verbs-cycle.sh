@@ -7,17 +7,21 @@
 # LD_LIBRARY_PATH; verbs_cycle has no RPATH):
 #   - userspace instructions of one verbs_cycle (open device .. close) under
 #     callgrind, only the cycle (--instr-atstart=no + the program's
-#     CALLGRIND_START/STOP_INSTRUMENTATION);
+#     CALLGRIND_START/STOP_INSTRUMENTATION): verbs_cycle is linked -z now like
+#     Debian's programs (the target is judged on it); verbs_cycle_lazy, the
+#     same program with lazy binding, is measured for information;
 #   - resident set size right after ibv_open_device (verbs_cycle --rss,
 #     median of 3 processes).
 # Writes the numbers to $OV_LOGDIR/numbers.txt ("KEY VALUE" lines) and keeps
-# the callgrind out files (callgrind.ours.out, callgrind.debian.out) there;
+# the callgrind out files (callgrind.{ours,debian}.out and the lazy runs'
+# callgrind.{ours,debian}-lazy.out) there;
 # run-vm.sh prints the table on the host. A result line is PASS when the
 # measurement itself succeeded; the targets are judged by run-vm.sh.
 . "$OV_REPO/tests/vm/lib.sh"
 ov_require_ours "compares the project's library with Debian's"
 
 bin=$OV_BUILD_DIR/bench/verbs_cycle
+bin_lazy=$OV_BUILD_DIR/bench/verbs_cycle_lazy
 numbers=$OV_LOGDIR/numbers.txt
 : >"$numbers"
 dev=${RXE_DEV:-rxe0}
@@ -39,16 +43,17 @@ loaded_ibverbs() {
   grep -oE '^c?ob=(\([0-9]+\) )?[^ ]*libibverbs\.so[^ ]*' "$1" | sed -E 's/^c?ob=(\([0-9]+\) )?//' | sort -u | head -n1
 }
 
-# callgrind WHICH [bindnow]: with bindnow, LD_BIND_NOW=1 moves the lazy PLT
-# binding of the program's first calls out of the measured cycle.
+# callgrind WHICH [lazy]: verbs_cycle (linked -z now), or with lazy the
+# lazily bound verbs_cycle_lazy, whose run also counts the dynamic linker's
+# binding of the program's first calls.
 callgrind() {
-  local which=$1 tag=$1 t0 log out rc ir lib want bind=()
-  if [ "${2:-}" = bindnow ]; then tag=$1-bindnow; bind=(LD_BIND_NOW=1); fi
+  local which=$1 tag=$1 t0 log out rc ir lib want prog=$bin
+  if [ "${2:-}" = lazy ]; then tag=$1-lazy; prog=$bin_lazy; fi
   t0=$(ov_now); log=$OV_LOGDIR/callgrind-$tag.log; out=$OV_LOGDIR/callgrind.$tag.out
   rm -f "$out"
-  { echo "+ ${bind[*]} valgrind --tool=callgrind --instr-atstart=no $bin $dev $gid ($which)"
-    run_lib "$which" env "${bind[@]}" timeout -k 5 "$OV_TEST_TIMEOUT" valgrind --tool=callgrind --instr-atstart=no \
-      --callgrind-out-file="$out" "$bin" "$dev" $gid; } >"$log" 2>&1
+  { echo "+ valgrind --tool=callgrind --instr-atstart=no $prog $dev $gid ($which)"
+    run_lib "$which" timeout -k 5 "$OV_TEST_TIMEOUT" valgrind --tool=callgrind --instr-atstart=no \
+      --callgrind-out-file="$out" "$prog" "$dev" $gid; } >"$log" 2>&1
   rc=$?
   ir=$(awk '$1 == "totals:" { print $2; exit } $1 == "summary:" { s = $2 } END { if (s != "") print s }' "$out" 2>/dev/null | head -n1)
   lib=$(loaded_ibverbs "$out" 2>/dev/null)
@@ -89,9 +94,11 @@ rss() {
 }
 
 t0=$(ov_now)
-if [ ! -x "$bin" ]; then
-  ov_result FAIL setup "$t0" "($bin not built)"; exit 1
-fi
+for f in "$bin" "$bin_lazy"; do
+  if [ ! -x "$f" ]; then
+    ov_result FAIL setup "$t0" "($f not built)"; exit 1
+  fi
+done
 if ! command -v valgrind >/dev/null; then
   ov_result FAIL setup "$t0" "(valgrind is not installed on the host)"; exit 1
 fi
@@ -101,8 +108,8 @@ fi
 
 callgrind debian
 callgrind ours
-callgrind debian bindnow
-callgrind ours bindnow
+callgrind debian lazy
+callgrind ours lazy
 rss debian
 rss ours
 exit "$ov_failed"

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <infiniband/openverbs.h>
 #include <memory>
+#include <atomic>
 #include <mutex>
 
 namespace ov::core {
@@ -106,12 +107,20 @@ Settings compute()
 
 std::unique_ptr<Settings> g_settings;
 std::once_flag g_once;
+// Set once the settings exist: later calls skip std::call_once, whose
+// every call goes through thread-local storage.
+std::atomic<Settings *> g_ready{nullptr};
 
 } // namespace
 
 const Settings &settings()
 {
-	std::call_once(g_once, [] { g_settings = std::make_unique<Settings>(compute()); });
+	if (Settings *s = g_ready.load(std::memory_order_acquire))
+		return *s;
+	std::call_once(g_once, [] {
+		g_settings = std::make_unique<Settings>(compute());
+		g_ready.store(g_settings.get(), std::memory_order_release);
+	});
 	return *g_settings;
 }
 

@@ -63,6 +63,13 @@ int do_write(int fd, const void *buf, size_t len) noexcept
 	return 0;
 }
 
+// The context can tunnel write commands through INVOKE_WRITE.
+bool has_tunnel(struct ibv_context *ctx) noexcept
+{
+	struct verbs_ex_private *priv = priv_of(ctx);
+	return priv && priv->use_ioctl_write;
+}
+
 // INVOKE_WRITE: a write command carried by ioctl attributes.
 int ioctl_write(struct ibv_context *ctx, uint32_t write_method, const void *req, size_t core_req_size,
 		size_t req_size, void *resp, size_t core_resp_size, size_t resp_size) noexcept
@@ -126,17 +133,18 @@ unsigned int final_num_attrs(unsigned int num_attrs, const struct ibv_command_bu
 CommandBuffer::CommandBuffer(uint16_t object_id, uint16_t method_id, unsigned int own,
 			     struct ibv_command_buffer *link) noexcept
 {
-	unsigned int total = final_num_attrs(own, link);
-	size_t bytes = sizeof(struct ibv_command_buffer) + (size_t)total * sizeof(struct ib_uverbs_attr);
+	unsigned int total = link ? final_num_attrs(own, link) : own;
 	void *mem = storage_;
 	if (total > kInlineAttrs) {
-		heap_ = std::calloc(1, bytes);
+		heap_ = std::malloc(sizeof(struct ibv_command_buffer) + (size_t)total * sizeof(struct ib_uverbs_attr));
 		if (!heap_)
 			return;
 		mem = heap_;
 	}
-	std::memset(mem, 0, bytes);
+	// Only the head is cleared: next() writes every attribute it hands out
+	// whole, and nothing past next_attr is ever read or sent.
 	cmd_ = static_cast<struct ibv_command_buffer *>(mem);
+	*cmd_ = {};
 	cmd_->next = link;
 	cmd_->hdr.object_id = object_id;
 	cmd_->hdr.method_id = method_id;
@@ -158,7 +166,7 @@ struct ib_uverbs_attr *CommandBuffer::next(uint16_t attr_id) noexcept
 		return nullptr;
 	}
 	struct ib_uverbs_attr *attr = cmd_->next_attr++;
-	std::memset(attr, 0, sizeof(*attr));
+	*attr = {};
 	attr->attr_id = attr_id;
 	attr->flags = UVERBS_ATTR_F_MANDATORY;
 	return attr;
@@ -524,6 +532,16 @@ int write_raw_ex(uint32_t cmdnum, struct ibv_context *ctx, void *req, void *resp
 	return do_write(ctx->cmd_fd, hdr, write_bytes);
 }
 
+// Write commands go to the kernel through write() even when the context
+// has the INVOKE_WRITE tunnel: the kernel runs the same handler with the
+// same request, response and driver data either way (core sizes are the
+// uapi structs on both paths), and write() costs a fraction of the
+// userspace work of building an attribute chain. The one case where the
+// two differ is a process whose credentials changed after the device was
+// opened: the kernel then refuses write() with EACCES before looking at the
+// command, and the tunnel is used instead. Sizes that are not whole words
+// of the protocol (4 bytes, 8 for extended commands) cannot be expressed in
+// a write() header; they also take the tunnel when there is one.
 int send_write(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
 		      size_t req_size, void *resp, size_t core_resp_size, size_t resp_size) noexcept
 {
@@ -533,16 +551,18 @@ int send_write(struct ibv_context *ctx, uint32_t method, void *req, size_t core_
 	    req_size / 4 > UINT16_MAX || resp_size / 4 > UINT16_MAX)
 		return fail(EINVAL);
 
-	struct verbs_ex_private *priv = priv_of(ctx);
-	if (priv && priv->use_ioctl_write)
+	int ret = EACCES;
+	if (((req_size | resp_size) & 3) == 0 || !has_tunnel(ctx)) {
+		struct ib_uverbs_cmd_hdr *hdr = static_cast<struct ib_uverbs_cmd_hdr *>(req);
+		hdr->command = method;
+		hdr->in_words = (uint16_t)(req_size / 4);
+		hdr->out_words = (uint16_t)(resp_size / 4);
+		ret = do_write(ctx->cmd_fd, req, req_size);
+	}
+	if (ret == EACCES && has_tunnel(ctx))
 		return ioctl_write(ctx, method, static_cast<char *>(req) + kHdrSize, core_req_size - kHdrSize,
 				   req_size - kHdrSize, resp, core_resp_size, resp_size);
-
-	struct ib_uverbs_cmd_hdr *hdr = static_cast<struct ib_uverbs_cmd_hdr *>(req);
-	hdr->command = method;
-	hdr->in_words = (uint16_t)(req_size / 4);
-	hdr->out_words = (uint16_t)(resp_size / 4);
-	return do_write(ctx->cmd_fd, req, req_size);
+	return ret ? fail(ret) : 0;
 }
 
 int send_write_ex(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
@@ -552,12 +572,12 @@ int send_write_ex(struct ibv_context *ctx, uint32_t method, void *req, size_t co
 	    resp_size < core_resp_size || req_size / 8 > UINT16_MAX || resp_size / 8 > UINT16_MAX)
 		return fail(EINVAL);
 
-	struct verbs_ex_private *priv = priv_of(ctx);
-	if (priv && priv->use_ioctl_write)
+	bool whole = (((core_req_size - kExHdrSize) | (req_size - core_req_size) | core_resp_size |
+		       (resp_size - core_resp_size)) & 7) == 0;
+	if (!whole && has_tunnel(ctx))
 		return ioctl_write(ctx, IB_USER_VERBS_CMD_FLAG_EXTENDED | method,
 				   static_cast<char *>(req) + kExHdrSize, core_req_size - kExHdrSize,
 				   req_size - kExHdrSize, resp, core_resp_size, resp_size);
-
 	ExHdrs *hdr = static_cast<ExHdrs *>(req);
 	hdr->hdr.command = IB_USER_VERBS_CMD_FLAG_EXTENDED | method;
 	hdr->hdr.in_words = (uint16_t)((core_req_size - kExHdrSize) / 8);
@@ -569,7 +589,12 @@ int send_write_ex(struct ibv_context *ctx, uint32_t method, void *req, size_t co
 	// Old kernels do not clear the response; callers expect zeroes.
 	if (resp)
 		std::memset(resp, 0, resp_size);
-	return do_write(ctx->cmd_fd, req, req_size);
+	int ret = do_write(ctx->cmd_fd, req, req_size);
+	if (ret == EACCES && has_tunnel(ctx))
+		return ioctl_write(ctx, IB_USER_VERBS_CMD_FLAG_EXTENDED | method,
+				   static_cast<char *>(req) + kExHdrSize, core_req_size - kExHdrSize,
+				   req_size - kExHdrSize, resp, core_resp_size, resp_size);
+	return ret ? fail(ret) : 0;
 }
 
 } // namespace ov::kernel

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -39,12 +40,16 @@ struct Span {
 
 struct ForkState {
 	std::mutex lock;
-	bool enabled = false;   // ibv_fork_init() succeeded
-	bool too_late = false;  // memory was registered before ibv_fork_init()
 	bool huge_pages = false;
 	long page_size = 0;
 	std::map<uintptr_t, Span> spans; // keyed by first byte
 };
+
+// Outside the state so that registrations without fork protection (the
+// common case) neither allocate the state nor take its lock. Written under
+// the state's lock except for too_late, which only ever goes to true.
+std::atomic<bool> g_enabled{false};  // ibv_fork_init() succeeded
+std::atomic<bool> g_too_late{false}; // memory was registered before ibv_fork_init()
 
 ForkState &state()
 {
@@ -220,11 +225,11 @@ int fork_init() noexcept
 	std::lock_guard<std::mutex> guard(s.lock);
 	if (secure_env("RDMAV_HUGEPAGES_SAFE"))
 		s.huge_pages = true;
-	if (s.enabled)
+	if (g_enabled.load())
 		return 0;
 	// rdma-core 44 reports a late call even when the kernel copies pinned
 	// pages on fork (then the call has nothing else to do).
-	if (s.too_late)
+	if (g_too_late.load())
 		return EINVAL;
 	if (kernel_copy_on_fork())
 		return 0;
@@ -242,7 +247,7 @@ int fork_init() noexcept
 	if (ret)
 		return ENOSYS;
 	s.page_size = page;
-	s.enabled = true;
+	g_enabled.store(true);
 	return 0;
 }
 
@@ -252,7 +257,7 @@ enum ibv_fork_status fork_status() noexcept
 		return IBV_FORK_UNNEEDED;
 	auto &s = state();
 	std::lock_guard<std::mutex> guard(s.lock);
-	return s.enabled ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+	return g_enabled.load() ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
 }
 
 namespace {
@@ -263,13 +268,11 @@ namespace {
 // registrations safe.
 int fork_range(void *base, size_t size, int delta) noexcept
 {
-	auto &s = state();
-	{
-		std::lock_guard<std::mutex> guard(s.lock);
-		if (!s.enabled) {
-			s.too_late = true;
-			return 0;
-		}
+	// As rdma-core: a registration racing with ibv_fork_init() in another
+	// thread is not ordered against it.
+	if (!g_enabled.load()) {
+		g_too_late.store(true);
+		return 0;
 	}
 	return madvise_range(base, size, delta);
 }
@@ -309,8 +312,8 @@ void fork_reset_for_tests() noexcept
 	auto &s = state();
 	std::lock_guard<std::mutex> guard(s.lock);
 	s.spans.clear();
-	s.enabled = false;
-	s.too_late = false;
+	g_enabled.store(false);
+	g_too_late.store(false);
 	s.huge_pages = false;
 }
 

@@ -35,22 +35,26 @@ TEST(Xrcd, OpenValidatesCompMask)
 	attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
 	attr.fd = -1;
 	attr.oflags = 0100; // O_CREAT
-	k.on_ioctl = [&](struct ib_uverbs_ioctl_hdr *hdr) {
-		auto *out = kt::live_attr(hdr, UVERBS_ATTR_CORE_OUT);
-		reinterpret_cast<struct ib_uverbs_open_xrcd_resp *>((uintptr_t)out->data)->xrcd_handle = 31;
+	// A write command: sent with write() (the context's tunnel is only the
+	// fallback for EACCES), the response reached through `response`.
+	k.on_write = [&](const void *buf, size_t) {
+		auto *req = static_cast<const LegacyReq<ib_uverbs_open_xrcd> *>(buf);
+		reinterpret_cast<struct ib_uverbs_open_xrcd_resp *>((uintptr_t)req->core.response)->xrcd_handle = 31;
 		return 0;
 	};
 	ASSERT_EQ(0, open());
 	EXPECT_EQ(31u, xrcd.handle);
 	EXPECT_EQ((uint32_t)VERBS_XRCD_HANDLE, xrcd.comp_mask);
 	EXPECT_EQ(c.ctx(), xrcd.xrcd.context);
-	const auto &call = k.ioctls.at(0);
-	EXPECT_EQ((uint64_t)IB_USER_VERBS_CMD_OPEN_XRCD, call.find(UVERBS_ATTR_WRITE_CMD)->data);
-	ASSERT_EQ(sizeof(struct ib_uverbs_open_xrcd), call.find(UVERBS_ATTR_CORE_IN)->len);
-	struct ib_uverbs_open_xrcd sent;
-	std::memcpy(&sent, call.payload[1].data(), sizeof(sent));
-	EXPECT_EQ(0xffffffffu, sent.fd);
-	EXPECT_EQ(0100u, sent.oflags);
+	EXPECT_TRUE(k.ioctls.empty());
+	const auto &call = k.writes.at(0);
+	ASSERT_GE(call.bytes.size(), sizeof(LegacyReq<ib_uverbs_open_xrcd>));
+	LegacyReq<ib_uverbs_open_xrcd> sent;
+	std::memcpy(&sent, call.bytes.data(), sizeof(sent));
+	EXPECT_EQ((uint32_t)IB_USER_VERBS_CMD_OPEN_XRCD, sent.hdr.command);
+	EXPECT_EQ((uintptr_t)&resp, sent.core.response);
+	EXPECT_EQ(0xffffffffu, sent.core.fd);
+	EXPECT_EQ(0100u, sent.core.oflags);
 
 	// A provider built with a verbs_xrcd lacking `handle` gets no handle.
 	struct verbs_xrcd small = {};
@@ -606,9 +610,9 @@ TEST(Cq, PollCqCopiesCompletions)
 	struct ibv_cq cq = {};
 	cq.context = c.ctx();
 	cq.handle = 1;
-	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
-		auto *out = kt::live_attr(hdr, UVERBS_ATTR_CORE_OUT);
-		auto *r = reinterpret_cast<struct ib_uverbs_poll_cq_resp *>((uintptr_t)out->data);
+	k.on_write = [](const void *buf, size_t) {
+		auto *req = static_cast<const LegacyReq<ib_uverbs_poll_cq> *>(buf);
+		auto *r = reinterpret_cast<struct ib_uverbs_poll_cq_resp *>((uintptr_t)req->core.response);
 		r->count = 1;
 		r->wc[0].wr_id = 77;
 		r->wc[0].byte_len = 128;
@@ -619,10 +623,14 @@ TEST(Cq, PollCqCopiesCompletions)
 	EXPECT_EQ(1, ibv_cmd_poll_cq(&cq, 4, wc));
 	EXPECT_EQ(77u, wc[0].wr_id);
 	EXPECT_EQ(128u, wc[0].byte_len);
-	EXPECT_EQ(sizeof(struct ib_uverbs_poll_cq_resp) + 4 * sizeof(struct ib_uverbs_wc),
-		  k.ioctls.at(0).find(UVERBS_ATTR_CORE_OUT)->len);
+	LegacyReq<ib_uverbs_poll_cq> sent;
+	ASSERT_EQ(sizeof(sent), k.writes.at(0).bytes.size());
+	std::memcpy(&sent, k.writes[0].bytes.data(), sizeof(sent));
+	EXPECT_EQ((uint32_t)IB_USER_VERBS_CMD_POLL_CQ, sent.hdr.command);
+	EXPECT_EQ((sizeof(struct ib_uverbs_poll_cq_resp) + 4 * sizeof(struct ib_uverbs_wc)) / 4, sent.hdr.out_words);
+	EXPECT_EQ(4u, sent.core.ne);
 
-	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EIO; };
+	k.on_write = [](const void *, size_t) { return EIO; };
 	errno = 0;
 	EXPECT_EQ(-1, ibv_cmd_poll_cq(&cq, 4, wc));
 	EXPECT_EQ(EIO, errno);

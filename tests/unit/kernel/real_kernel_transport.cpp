@@ -3,9 +3,10 @@
 // (librxe/libsiw) on top of our libibverbs.so.1 drives every object through
 // its life cycle and sends one RC message over a loopback QP pair, in three
 // transport modes forced through the context's private state:
-//   ioctl   - as probed (ioctl methods, write commands tunnelled by INVOKE_WRITE)
-//   tunnel  - every op marked legacy (the in-place UHW write path), core write
-//             commands still tunnelled
+//   ioctl   - as probed (ioctl methods; write commands go by write(), the
+//             INVOKE_WRITE tunnel being only their fallback on EACCES)
+//   tunnel  - every op marked legacy (the in-place UHW write path), the
+//             tunnel still available to write commands
 //   write   - no ioctl at all (as after ENOTTY): plain write() for everything
 // Usage: kernel_transport_real DEVICE GID_INDEX MODE [rc]
 // Prints what failed and exits non-zero on the first failure.

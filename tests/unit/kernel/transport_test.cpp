@@ -268,6 +268,65 @@ TEST(Write, LegacyWriteIsHeaderCoreAndDriverData)
 	EXPECT_EQ(42, k.writes[0].fd);
 }
 
+TEST(Write, WriteCommandsUseWriteAlsoWhenTheTunnelExists)
+{
+	FakeKernel k;
+	FakeContext c(true);
+	ProviderAllocPd cmd = {};
+	cmd.drv = 0x0102030405060708ULL;
+	ProviderAllocPdResp resp = {};
+	struct ibv_pd pd = {};
+	k.on_write = [&](const void *, size_t) {
+		resp.pd_handle = 78;
+		return 0;
+	};
+	ASSERT_EQ(0, ibv_cmd_alloc_pd(c.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(&cmd), sizeof(cmd),
+				      core(resp), sizeof(resp)));
+	EXPECT_EQ(78u, pd.handle);
+	EXPECT_TRUE(k.ioctls.empty());
+	ASSERT_EQ(1u, k.writes.size());
+	ProviderAllocPd want = {};
+	want.hdr.command = IB_USER_VERBS_CMD_ALLOC_PD;
+	want.hdr.in_words = sizeof(ProviderAllocPd) / 4;
+	want.hdr.out_words = sizeof(ProviderAllocPdResp) / 4;
+	want.response = (uintptr_t)&resp;
+	want.drv = cmd.drv;
+	ASSERT_EQ(sizeof(want), k.writes[0].bytes.size());
+	EXPECT_EQ(0, std::memcmp(k.writes[0].bytes.data(), &want, sizeof(want)));
+
+	// Kernel errors other than EACCES are the answer: no second attempt.
+	k.on_write = [](const void *, size_t) { return EINVAL; };
+	errno = 0;
+	EXPECT_EQ(EINVAL, ibv_cmd_alloc_pd(c.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(&cmd),
+					   sizeof(cmd), core(resp), sizeof(resp)));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(2u, k.writes.size());
+	EXPECT_TRUE(k.ioctls.empty());
+}
+
+TEST(Write, SizesOutsideTheWriteHeaderTakeTheTunnel)
+{
+	FakeKernel k;
+	FakeContext c(true);
+	alignas(8) unsigned char req[kHdrSize + 8 + 6] = {};
+	uint32_t resp[2] = {};
+	// 6 bytes of driver data cannot be counted in 4-byte words.
+	ASSERT_EQ(0, send_write(c.ctx(), IB_USER_VERBS_CMD_ALLOC_PD, req, kHdrSize + 8, sizeof(req), resp, 4,
+				sizeof(resp)));
+	EXPECT_TRUE(k.writes.empty());
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_METHOD_INVOKE_WRITE, call.hdr().method_id);
+	ASSERT_NE(nullptr, call.find(UVERBS_ATTR_UHW_IN));
+	EXPECT_EQ(6u, call.find(UVERBS_ATTR_UHW_IN)->len);
+
+	// Without a tunnel the write() goes out as before (the kernel judges it).
+	FakeContext w(false);
+	ASSERT_EQ(0, send_write(w.ctx(), IB_USER_VERBS_CMD_ALLOC_PD, req, kHdrSize + 8, sizeof(req), resp, 4,
+				sizeof(resp)));
+	ASSERT_EQ(1u, k.writes.size());
+	EXPECT_EQ(sizeof(req), k.writes[0].bytes.size());
+}
+
 TEST(Write, InvokeWriteTunnelCarriesCoreAndUhwAsAttributes)
 {
 	FakeKernel k;
@@ -276,9 +335,12 @@ TEST(Write, InvokeWriteTunnelCarriesCoreAndUhwAsAttributes)
 	cmd.drv = 0x1122334455667788ULL;
 	ProviderAllocPdResp resp = {};
 	struct ibv_pd pd = {};
+	// write() refused (credentials changed since the device was opened):
+	// the same command goes through the tunnel.
+	k.on_write = [](const void *, size_t) { return EACCES; };
 	ASSERT_EQ(0, ibv_cmd_alloc_pd(c.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(&cmd), sizeof(cmd),
 				      core(resp), sizeof(resp)));
-	EXPECT_TRUE(k.writes.empty());
+	EXPECT_EQ(1u, k.writes.size());
 	const auto &call = k.ioctls.at(0);
 	EXPECT_EQ(UVERBS_OBJECT_DEVICE, call.hdr().object_id);
 	EXPECT_EQ(UVERBS_METHOD_INVOKE_WRITE, call.hdr().method_id);
@@ -320,9 +382,17 @@ TEST(Write, ExtendedWriteHasTheExHeader)
 	ASSERT_EQ(sizeof(want), k.writes[0].bytes.size());
 	EXPECT_EQ(0, std::memcmp(k.writes[0].bytes.data(), &want, sizeof(want)));
 
-	// Through the tunnel the command number keeps the extended flag.
+	// With a tunnel, write() is still used first.
 	FakeContext t(true);
 	cq.context = t.ctx();
+	ASSERT_EQ(0, ibv_cmd_modify_cq(&cq, &attr, reinterpret_cast<struct ibv_modify_cq *>(&cmd), sizeof(cmd)));
+	ASSERT_EQ(2u, k.writes.size());
+	EXPECT_TRUE(k.ioctls.empty());
+	EXPECT_EQ(0, std::memcmp(k.writes[1].bytes.data(), &want, sizeof(want)));
+
+	// Through the tunnel (write() refused with EACCES) the command number
+	// keeps the extended flag.
+	k.on_write = [](const void *, size_t) { return EACCES; };
 	ASSERT_EQ(0, ibv_cmd_modify_cq(&cq, &attr, reinterpret_cast<struct ibv_modify_cq *>(&cmd), sizeof(cmd)));
 	const auto &call = k.ioctls.at(0);
 	EXPECT_EQ(IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_MODIFY_CQ,
