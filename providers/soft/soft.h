@@ -210,6 +210,7 @@ struct SoftQp {
 	int32_t remote_pid;
 	uint64_t remote_start;
 	uint64_t alive_checked_ns; // last time the responder's process was seen alive
+	uint64_t alive_tsc;        // time-stamp counter at the last liveness look (engine.cpp)
 	// qp_ex staging between wr_start and wr_complete.
 	SoftWr *staged;
 	uint32_t staged_count;
