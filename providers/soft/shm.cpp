@@ -215,18 +215,10 @@ static RingHeader *ring_checked(uint8_t *at, uint64_t room)
 	return r;
 }
 
-RingHeader *Segment::ring(const RingLoc &loc) const
+// A ring in an owner's memfd (parent-domain allocators): mapped through the
+// peer mapping cache, checked against the file's size.
+static RingHeader *ring_memfd(const RingLoc &loc)
 {
-	// One read of every field (peers may rewrite the entry meanwhile).
-	uint32_t kind = __atomic_load_n(&loc.kind, __ATOMIC_ACQUIRE);
-	if (kind == RING_ARENA) {
-		uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_RELAXED);
-		if (!off || off < hdr->arena_offset || off % 8 || off >= size)
-			return nullptr;
-		return ring_checked(base + off, size - off);
-	}
-	if (kind != RING_MEMFD)
-		return nullptr;
 	int32_t pid = __atomic_load_n(&loc.pid, __ATOMIC_RELAXED);
 	int32_t fd = __atomic_load_n(&loc.memfd, __ATOMIC_RELAXED);
 	uint32_t ino = __atomic_load_n(&loc.memfd_ino, __ATOMIC_RELAXED);
@@ -238,6 +230,26 @@ RingHeader *Segment::ring(const RingLoc &loc) const
 	if (!b || off >= fsize)
 		return nullptr;
 	return ring_checked(b + off, fsize - off);
+}
+
+RingHeader *Segment::ring(const RingLoc &loc) const
+{
+	uint32_t kind = __atomic_load_n(&loc.kind, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(kind == RING_ARENA, 1)) {
+		// The default case (no allocator): kept as lean as a bare offset.
+		uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_RELAXED);
+		if (!off || off < hdr->arena_offset || (off & 63) ||
+		    off + sizeof(RingHeader) > size)
+			return nullptr;
+		auto *r = reinterpret_cast<RingHeader *>(base + off);
+		uint32_t cap = r->capacity, cell = r->cell_size;
+		if (r->magic != kRingMagic || !cap || (cap & (cap - 1)) || cell < 16 || cell % 8)
+			return nullptr;
+		if (off + sizeof(RingHeader) + uint64_t(cap) * cell > size)
+			return nullptr;
+		return r;
+	}
+	return kind == RING_MEMFD ? ring_memfd(loc) : nullptr;
 }
 
 // ---------------------------------------------------------------- rings
@@ -822,16 +834,30 @@ static uint64_t g_map_clock;
 
 uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 {
-	// Last mapping this thread used (the common case on a data path); the
-	// generation makes it stale when any mapping is replaced.
+	// The last few mappings this thread used (a data path alternates
+	// between a peer's receive ring, its memory region and its CQ ring);
+	// the generation makes them stale when any mapping is replaced.
 	static std::atomic<uint64_t> generation{0};
-	thread_local PeerMap last;
-	thread_local uint64_t last_gen = ~0ull;
-	if (last.base && last.pid == pid && last.fd == fd && last.ino == ino &&
-	    last_gen == generation.load(std::memory_order_acquire)) {
-		*size = last.size;
-		return last.base;
+	constexpr unsigned kRecent = 4;
+	thread_local PeerMap recent[kRecent];
+	thread_local uint64_t recent_gen = ~0ull;
+	thread_local unsigned recent_next;
+	if (recent_gen == generation.load(std::memory_order_acquire)) {
+		for (const PeerMap &r : recent)
+			if (r.base && r.pid == pid && r.fd == fd && r.ino == ino) {
+				*size = r.size;
+				return r.base;
+			}
 	}
+	auto remember = [&](const PeerMap &m) {
+		uint64_t g = generation.load(std::memory_order_acquire);
+		if (recent_gen != g) {
+			for (PeerMap &r : recent)
+				r = PeerMap{};
+			recent_gen = g;
+		}
+		recent[recent_next++ % kRecent] = m;
+	};
 	pthread_mutex_lock(&g_map_lock);
 	PeerMap *victim = &g_maps[0];
 	for (auto &m : g_maps) {
@@ -839,8 +865,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 			m.used = ++g_map_clock;
 			uint8_t *b = m.base;
 			*size = m.size;
-			last = m;
-			last_gen = generation.load(std::memory_order_acquire);
+			remember(m);
 			pthread_mutex_unlock(&g_map_lock);
 			return b;
 		}
@@ -863,6 +888,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 			}
 			*victim = PeerMap{pid, fd, ino, base, uint64_t(st.st_size), ++g_map_clock};
 			*size = uint64_t(st.st_size);
+			remember(*victim);
 		}
 	}
 	if (f >= 0)

@@ -1075,6 +1075,57 @@ TEST_F(Domains, DamagedRingLocatorIsRefused)
 	log.take();
 }
 
+// A peer whose queues came from its allocator is killed: our requests to it
+// end in error (never a crash), and after the reclaim new queues from the
+// allocator carry traffic again.
+TEST_F(Domains, KilledPeerWithAllocatorQueues)
+{
+	parent = make_parent(true);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = create_cq(ctx, parent);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp *qp = create_rc(parent, cq);
+	ASSERT_NE(qp, nullptr);
+	static char buf[2][256];
+	ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	xrcpd::PeerProcess peer;
+	std::string hello = peer.start({g_self, "--peer", "1"});
+	unsigned peer_qpn = 0;
+	ASSERT_EQ(sscanf(hello.c_str(), "hello %u", &peer_qpn), 1) << hello;
+	ASSERT_EQ(connect_rc(qp, peer_qpn), 0);
+	ASSERT_EQ(peer.cmd("%u", qp->qp_num), "ready");
+	peer.kill_now();
+	usleep(20000);
+	ASSERT_EQ(post_send(qp, mr, buf[0], 256, 1), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cq, &wc, 20000));
+	EXPECT_TRUE(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)
+		<< ibv_wc_status_str(wc.status);
+	EXPECT_EQ(ibv_destroy_qp(qp), 0);
+
+	// The device still serves new queues from the allocator.
+	ibv_qp *a = create_rc(parent, cq), *b = create_rc(parent, cq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+	ASSERT_EQ(post_recv(b, nullptr, mr, buf[1], 256, 8), 0);
+	strcpy(buf[0], "after the kill");
+	ASSERT_EQ(post_send(a, mr, buf[0], 32, 9), 0);
+	for (int k = 0; k < 2; k++) {
+		ASSERT_TRUE(poll_one(cq, &wc));
+		EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	EXPECT_STREQ(buf[1], "after the kill");
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	std::map<void *, uint64_t> live;
+	check_allocs(log.take(), parent, &log, &live);
+	EXPECT_TRUE(live.empty());
+}
+
 // ------------------------------------------------------------------ bad input
 
 TEST_F(Domains, BadInput)
