@@ -54,6 +54,11 @@ enum openverbs_soft_resource {
 	/* Staging area of ibv_wr_start() .. ibv_wr_complete() for QPs created
 	 * with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (process local, alignment 64). */
 	OPENVERBS_SOFT_RES_QP_WR_STAGING = 5,
+	/* CQs of a parent domain with a thread domain: the lane that holds the
+	 * send completions of that thread domain's QPs, one struct ibv_wc per
+	 * CQ entry (process local, alignment 64; also on ibv_resize_cq when
+	 * the CQ grows). */
+	OPENVERBS_SOFT_RES_CQ_LANE = 6,
 };
 
 #define OPENVERBS_SOFT_RESOURCE_TYPE(code) \

@@ -273,6 +273,19 @@ void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t elem
 			pid, strerror(rc));
 }
 
+// Sends the completion event of an armed CQ (armed value a) unless another
+// completion got there first.
+static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
+{
+	if (!c.armed.compare_exchange_strong(a, 0))
+		return;
+	struct ib_uverbs_comp_event_desc ev = {};
+	ev.cq_handle = c.user_handle;
+	int rc = notify_pipe(c.owner_pid, c.channel_fd, c.channel_ino, &ev, sizeof(ev));
+	if (rc)
+		softlog(3, "soft%d: completion event not delivered: %s", seg->index, strerror(rc));
+}
+
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited)
 {
 	if (cq_slot >= kMaxCqs)
@@ -296,16 +309,68 @@ int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solici
 	cc->solicited = solicited;
 	ring_publish(r, cell, pos);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
-	if (a && (a == 1 || solicited || wc.status != IBV_WC_SUCCESS) &&
-	    c.armed.compare_exchange_strong(a, 0)) {
-		struct ib_uverbs_comp_event_desc ev = {};
-		ev.cq_handle = c.user_handle;
-		int rc = notify_pipe(c.owner_pid, c.channel_fd, c.channel_ino, &ev, sizeof(ev));
-		if (rc)
-			softlog(3, "soft%d: completion event not delivered: %s", seg->index,
-				strerror(rc));
-	}
+	if (a && (a == 1 || solicited || wc.status != IBV_WC_SUCCESS))
+		cq_event(seg, c, a);
 	return 0;
+}
+
+// A send completion of a QP whose send CQ has a lane (the caller holds the
+// thread domain's guard): written in place into the lane, then the same
+// overrun and completion-event rules as cq_push. The CQ's capacity bounds
+// the lane and the shared ring together.
+static void lane_push(SoftQp *qp, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
+		      uint32_t len)
+{
+	CqLane *l = qp->lane;
+	SoftCq *cq = qp->scq;
+	Segment *seg = qp->ctx->seg;
+	CqEntry &c = seg->hdr->cqs[cq->slot];
+	uint32_t t = l->tail.load(std::memory_order_relaxed);
+	uint64_t used = t - l->head.load(std::memory_order_acquire);
+	used += cq->ring->enq.load(std::memory_order_relaxed) -
+		cq->ring->deq.load(std::memory_order_relaxed);
+	if (used >= cq->capacity) {
+		if (!c.overflow.exchange(1))
+			async_notify(seg, c.owner_pid, c.async_fd, c.async_ino, c.user_handle,
+				     IBV_EVENT_CQ_ERR);
+		return;
+	}
+	struct ibv_wc &wc = l->cells[t & l->mask];
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = op;
+	wc.vendor_err = 0;
+	wc.byte_len = len;
+	wc.imm_data = 0;
+	wc.qp_num = qp->qpn;
+	wc.src_qp = 0;
+	wc.wc_flags = 0;
+	wc.pkey_index = 0;
+	wc.slid = 0;
+	wc.sl = 0;
+	wc.dlid_path_bits = 0;
+	l->tail.store(t + 1, std::memory_order_release);
+	uint32_t a = c.armed.load(std::memory_order_acquire);
+	if (a && (a == 1 || st != IBV_WC_SUCCESS))
+		cq_event(seg, c, a);
+}
+
+void lane_move(CqLane *l, struct ibv_wc *cells, uint32_t n)
+{
+	uint32_t h = l->head.load(std::memory_order_relaxed);
+	uint32_t t = l->tail.load(std::memory_order_relaxed);
+	uint32_t k = 0;
+	for (; h != t; h++)
+		cells[k++] = l->cells[h & l->mask];
+	l->cells = cells;
+	l->mask = n - 1;
+	l->head.store(0, std::memory_order_relaxed);
+	l->tail.store(k, std::memory_order_release);
+}
+
+uint32_t lane_count(const CqLane *l)
+{
+	return l->tail.load(std::memory_order_acquire) - l->head.load(std::memory_order_acquire);
 }
 
 static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
@@ -333,6 +398,8 @@ static void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, ui
 {
 	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
 		return;
+	if (qp->lane)
+		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
 	struct ibv_wc wc = {};
 	wc.wr_id = w.wr_id;
 	wc.status = st;
@@ -373,7 +440,9 @@ void qp_to_error(SoftQp *qp, bool fatal_event)
 		wc.status = IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = send_wc_opcode(w.opcode);
 		wc.qp_num = qp->qpn;
-		if (qp->scq)
+		if (qp->lane)
+			lane_push(qp, w.wr_id, IBV_WC_WR_FLUSH_ERR, wc.opcode, 0);
+		else if (qp->scq)
 			cq_push(seg, qp->scq->slot, wc, false);
 		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
 		qp->sq_count--;
@@ -1095,7 +1164,10 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 			wc.status = IBV_WC_WR_FLUSH_ERR;
 			wc.opcode = send_wc_opcode(w.opcode);
 			wc.qp_num = qp->qpn;
-			cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+			if (qp->lane)
+				lane_push(qp, w.wr_id, IBV_WC_WR_FLUSH_ERR, wc.opcode, 0);
+			else
+				cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
 			++*done;
 			continue;
 		}

@@ -81,6 +81,13 @@ struct SoftPd {
 struct SoftTd {
 	struct ibv_td td;
 	std::atomic<int> refs;
+	// The thread domain's guard: held by the application's thread inside
+	// post_send (and the other send-queue verbs) of any QP created under a
+	// parent domain with this TD, and by the progress thread while it
+	// retries, flushes or errors such a QP. It serialises the only two
+	// parties that touch those send queues and completion lanes (the
+	// application by contract never uses one TD from two threads at once).
+	std::atomic<bool> busy;
 	// Freed TDs stay allocated, marked dead, until the context is closed:
 	// ibv_dealloc_td(3) reads td->context before the library can answer
 	// EINVAL for a second call.
@@ -99,6 +106,21 @@ struct SoftMw {
 	uint32_t slot;
 };
 
+// A thread-domain CQ's process-local completion lane: send completions of
+// the QPs of the same thread domain, written by whoever holds the TD's guard
+// (the application's thread in post_send, or the progress thread) and read by
+// poll_cq in the application's thread. One producer at a time and one
+// consumer: a single-producer / single-consumer ring of plain loads and
+// stores (acquire/release on the indices), no read-modify-write. Completions
+// from other parties (peers' receive completions, non-TD QPs) keep arriving
+// in the shared ring.
+struct CqLane {
+	std::atomic<uint32_t> tail; // next cell to write (producer)
+	std::atomic<uint32_t> head; // next cell to read (consumer)
+	uint32_t mask;              // cells - 1 (a power of two minus one)
+	struct ibv_wc *cells;       // nullptr: not a thread-domain CQ
+};
+
 struct SoftCq {
 	struct verbs_cq vcq;
 	uint32_t slot;
@@ -108,6 +130,8 @@ struct SoftCq {
 	QueueBuf ring_buf;   // the ring from the parent domain's allocator
 	pthread_mutex_t poll_lock; // not taken when td_mode
 	bool td_mode;        // created under a parent domain with a thread domain
+	CqLane lane;         // td_mode: send completions of the same TD's QPs
+	QueueBuf lane_buf;   // the lane's cells (parent domain's allocator or calloc)
 	int chan_wfd;        // our own write end of the channel (notifying ourselves)
 	std::atomic<int> users; // QPs / SRQs using it
 	bool ex;             // created with create_cq_ex
@@ -197,10 +221,13 @@ struct SoftQp {
 	pthread_mutex_t rq_lock;
 	// Created under a parent domain with a thread domain: the application
 	// serialises every use of the QP (ibv_alloc_td(3)), so the send queue is
-	// guarded against the context's own progress thread only, by sq_busy
-	// (one atomic exchange) instead of sq_lock. See qp_sq_lock().
+	// guarded against the context's own progress thread only, by the TD's
+	// busy flag (one atomic exchange) instead of sq_lock. See qp_sq_lock().
 	bool td_mode;
-	std::atomic<bool> sq_busy;
+	std::atomic<bool> *td_guard; // td_mode: &SoftTd::busy of the QP's TD
+	// The send CQ's lane when the send CQ belongs to the same thread domain:
+	// send completions go there instead of the shared ring.
+	CqLane *lane;
 	// Pending send work (in order): a ring of SoftWr of depth max_send_wr.
 	SoftWr *sq;
 	uint32_t sq_depth;
@@ -220,13 +247,24 @@ struct SoftQp {
 	SoftQp *next;
 };
 
-// The send queue guard: sq_lock, or for thread-domain QPs the sq_busy flag
+// The thread-domain guard (SoftTd::busy): one atomic exchange to take it,
+// one release store to give it back.
+static inline void td_guard_lock(std::atomic<bool> *g)
+{
+	while (g->exchange(true, std::memory_order_acquire))
+		sched_yield();
+}
+static inline void td_guard_unlock(std::atomic<bool> *g)
+{
+	g->store(false, std::memory_order_release);
+}
+
+// The send queue guard: sq_lock, or for thread-domain QPs the TD's guard
 // (the application's thread and the progress thread are the only parties).
 static inline void qp_sq_lock(SoftQp *qp)
 {
 	if (qp->td_mode) {
-		while (qp->sq_busy.exchange(true, std::memory_order_acquire))
-			sched_yield();
+		td_guard_lock(qp->td_guard);
 		return;
 	}
 	pthread_mutex_lock(&qp->sq_lock);
@@ -235,16 +273,30 @@ static inline void qp_sq_lock(SoftQp *qp)
 static inline bool qp_sq_trylock(SoftQp *qp)
 {
 	if (qp->td_mode)
-		return !qp->sq_busy.exchange(true, std::memory_order_acquire);
+		return !qp->td_guard->exchange(true, std::memory_order_acquire);
 	return pthread_mutex_trylock(&qp->sq_lock) == 0;
 }
 static inline void qp_sq_unlock(SoftQp *qp)
 {
 	if (qp->td_mode) {
-		qp->sq_busy.store(false, std::memory_order_release);
+		td_guard_unlock(qp->td_guard);
 		return;
 	}
 	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+// Thread-domain CQs: takes up to n completions from the lane (see CqLane);
+// the application's thread only. Returns how many.
+static inline int lane_poll(CqLane *l, int n, struct ibv_wc *wc)
+{
+	uint32_t h = l->head.load(std::memory_order_relaxed);
+	uint32_t t = l->tail.load(std::memory_order_acquire);
+	int got = 0;
+	while (got < n && h != t)
+		wc[got++] = l->cells[h++ & l->mask];
+	if (got)
+		l->head.store(h, std::memory_order_release);
+	return got;
 }
 
 static inline SoftContext *to_sctx(struct ibv_context *c)
@@ -263,6 +315,12 @@ inline uint16_t device_lid(int index) { return uint16_t(index + 1); }
 
 // engine.cpp
 int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+// Moves a thread-domain CQ's waiting completions, in order, into `cells`
+// (n of them, a power of two, at least as many as wait) and makes it the
+// lane's buffer; the caller holds the TD's guard, is the consumer and frees
+// the old buffer.
+void lane_move(CqLane *l, struct ibv_wc *cells, uint32_t n);
+uint32_t lane_count(const CqLane *l);
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
 void progress_qp(SoftQp *qp, bool force);
 void qp_to_error(SoftQp *qp, bool fatal_event);

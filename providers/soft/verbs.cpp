@@ -980,6 +980,8 @@ static struct ibv_cq *soft_create_cq(struct ibv_context *context, int cqe,
 	return cq ? &cq->vcq.cq : nullptr;
 }
 
+static int soft_destroy_cq(struct ibv_cq *ibcq);
+
 static const uint64_t kSupportedWcFlags =
 	IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 	IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
@@ -1017,6 +1019,20 @@ static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 			       int(attr->comp_vector), true, ppd);
 	if (!cq)
 		return nullptr;
+	if (cq->td_mode) {
+		// The thread-domain lane: process local, from the parent domain's
+		// allocator when it has one.
+		int rc = queue_buf_alloc(allocator_of(&cq->pd->pd), OPENVERBS_SOFT_RES_CQ_LANE,
+					 size_t(cq->capacity) * sizeof(struct ibv_wc), 64,
+					 &cq->lane_buf);
+		if (rc) {
+			soft_destroy_cq(&cq->vcq.cq);
+			errno = rc;
+			return nullptr;
+		}
+		cq->lane.cells = static_cast<struct ibv_wc *>(cq->lane_buf.ptr);
+		cq->lane.mask = cq->capacity - 1;
+	}
 	cq->wc_flags = attr->wc_flags;
 	cq_ex_setup(cq);
 	return &cq->vcq.cq_ex;
@@ -1030,7 +1046,10 @@ static int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	int got = 0;
 	CqeCell c;
 	if (cq->td_mode) {
-		// Thread domain: the application serialises its polls.
+		// Thread domain: the application serialises its polls. The send
+		// completions of the TD's own QPs wait in the lane, everything
+		// else in the shared ring.
+		got = lane_poll(&cq->lane, n, wc);
 		while (got < n && ring_pop(cq->ring, &c, sizeof(c)))
 			wc[got++] = c.wc;
 		return got;
@@ -1063,16 +1082,37 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	uint32_t cell = cq->ring->cell_size;
 	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
 	// A CQ of a parent domain with allocators asks it for the new ring too
-	// (before any lock is taken).
-	QueueBuf nb;
-	int rc = ring_buf_alloc(allocator_of(cq->pd ? &cq->pd->pd : nullptr),
-				OPENVERBS_SOFT_RES_CQ_RING, bytes, &nb);
+	// (before any lock is taken), and a thread-domain CQ that grows for a
+	// larger lane.
+	SoftPd *apd = allocator_of(cq->pd ? &cq->pd->pd : nullptr);
+	QueueBuf nb, nlane;
+	int rc = ring_buf_alloc(apd, OPENVERBS_SOFT_RES_CQ_RING, bytes, &nb);
 	if (rc)
 		return rc;
+	if (cq->td_mode && cap > cq->lane.mask + 1) {
+		rc = queue_buf_alloc(apd, OPENVERBS_SOFT_RES_CQ_LANE,
+				     size_t(cap) * sizeof(struct ibv_wc), 64, &nlane);
+		if (rc) {
+			queue_buf_free(&nb);
+			return rc;
+		}
+	}
 	pthread_mutex_lock(&cq->poll_lock);
-	if (ring_count(cq->ring) > cap) {
+	// A thread-domain CQ: the TD's guard keeps the progress thread away
+	// from the lane (and the ring pointer it reads) meanwhile.
+	std::atomic<bool> *guard =
+		cq->td_mode ? &reinterpret_cast<SoftTd *>(cq->pd->td)->busy : nullptr;
+	if (guard)
+		td_guard_lock(guard);
+	auto unlock = [&] {
+		if (guard)
+			td_guard_unlock(guard);
 		pthread_mutex_unlock(&cq->poll_lock);
+	};
+	if (ring_count(cq->ring) + (cq->td_mode ? lane_count(&cq->lane) : 0) > cap) {
+		unlock();
 		queue_buf_free(&nb);
+		queue_buf_free(&nlane);
 		return EINVAL;
 	}
 	Segment *seg = to_sctx(ibcq->context)->seg;
@@ -1080,7 +1120,8 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	uint64_t off = nb.ptr ? 0 : arena_alloc(seg, bytes, seg->my_proc);
 	if (!off && !nb.ptr) {
 		shm_unlock(&seg->hdr->lock);
-		pthread_mutex_unlock(&cq->poll_lock);
+		unlock();
+		queue_buf_free(&nlane);
 		return ENOMEM;
 	}
 	auto *ring = reinterpret_cast<RingHeader *>(off ? seg->base + off
@@ -1100,14 +1141,20 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	if (cq->ring_off)
 		arena_free(seg, cq->ring_off);
 	shm_unlock(&seg->hdr->lock);
-	QueueBuf old = cq->ring_buf;
+	QueueBuf old = cq->ring_buf, old_lane;
+	if (nlane.ptr) {
+		lane_move(&cq->lane, static_cast<struct ibv_wc *>(nlane.ptr), cap);
+		old_lane = cq->lane_buf;
+		cq->lane_buf = nlane;
+	}
 	cq->ring = ring;
 	cq->ring_off = off;
 	cq->ring_buf = nb;
 	cq->capacity = cap;
 	ibcq->cqe = int(cap);
-	pthread_mutex_unlock(&cq->poll_lock);
+	unlock();
 	queue_buf_free(&old);
+	queue_buf_free(&old_lane);
 	return 0;
 }
 
@@ -1128,6 +1175,7 @@ static int soft_destroy_cq(struct ibv_cq *ibcq)
 	if (cq->pd)
 		cq->pd->users.fetch_sub(1);
 	pthread_mutex_destroy(&cq->poll_lock);
+	queue_buf_free(&cq->lane_buf);
 	free(cq);
 	return 0;
 }
@@ -1138,6 +1186,12 @@ static inline SoftCq *ex_cq(struct ibv_cq_ex *c) { return reinterpret_cast<SoftC
 
 static int ex_load(SoftCq *cq)
 {
+	if (cq->td_mode && lane_poll(&cq->lane, 1, &cq->cur.wc)) {
+		cq->cur.solicited = 0;
+		cq->vcq.cq_ex.status = cq->cur.wc.status;
+		cq->vcq.cq_ex.wr_id = cq->cur.wc.wr_id;
+		return 0;
+	}
 	if (!ring_pop(cq->ring, &cq->cur, sizeof(cq->cur)))
 		return ENOENT;
 	cq->vcq.cq_ex.status = cq->cur.wc.status;
@@ -1801,6 +1855,14 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		qp->pd = to_spd(pd);
 		qp->pd->users.fetch_add(1);
 		qp->td_mode = qp->pd->parent && qp->pd->td;
+		if (qp->td_mode) {
+			SoftTd *td = reinterpret_cast<SoftTd *>(qp->pd->td);
+			qp->td_guard = &td->busy;
+			// Send completions into the send CQ's lane when that CQ
+			// belongs to the same thread domain.
+			if (qp->scq && qp->scq->td_mode && qp->scq->pd->td == qp->pd->td)
+				qp->lane = &qp->scq->lane;
+		}
 	}
 	if (qp->scq)
 		qp->scq->users.fetch_add(1);

@@ -23,10 +23,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <poll.h>
 #include <set>
 #include <string>
+#include <thread>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1221,6 +1224,338 @@ TEST_F(Domains, DoubleDeallocTdIsEinval)
 	ASSERT_NE(t, nullptr);
 	EXPECT_EQ(ibv_dealloc_td(t), 0);
 	EXPECT_EQ(ibv_dealloc_td(t), EINVAL);
+}
+
+// ------------------------------------------------------------------ thread domains: retries, dead peers
+//
+// Objects under a thread domain send without locks; their send completions
+// go through the CQ's process-local lane. What the application does not
+// drive itself must still happen: RNR and timeout retries (by the context's
+// progress thread, also while the application blocks on a completion
+// channel), flushes when the QP fails, a killed peer. Every completion must
+// arrive, in order, and nothing may hang.
+
+// A CQ under `parent` (a parent domain) with an optional completion channel.
+ibv_cq *td_create_cq(ibv_context *ctx, ibv_pd *parent, ibv_comp_channel *ch)
+{
+	ibv_cq_init_attr_ex a = {};
+	a.cqe = 64;
+	a.channel = ch;
+	a.wc_flags = IBV_WC_STANDARD_FLAGS;
+	a.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+	a.parent_domain = parent;
+	ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &a);
+	return cq ? ibv_cq_ex_to_cq(cq) : nullptr;
+}
+
+// Brings an RC QP to `last` (INIT, RTR or RTS) towards dest with the given
+// retry settings (timeout is the IB exponent, 0 = none).
+int td_connect(ibv_qp *qp, uint32_t dest, ibv_qp_state last, uint8_t rnr_retry,
+	       uint8_t timeout = 10, uint8_t retry_cnt = 7)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						IBV_QP_ACCESS_FLAGS);
+	if (ret || last == IBV_QPS_INIT)
+		return ret;
+	a = {};
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.ah_attr.dlid = 1;
+	a.ah_attr.port_num = 1;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 1;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					    IBV_QP_MIN_RNR_TIMER);
+	if (ret || last == IBV_QPS_RTR)
+		return ret;
+	a = {};
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
+	a.rnr_retry = rnr_retry;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+					     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+// Polls until n completions arrived (or ms passed); returns them in order.
+std::vector<ibv_wc> poll_n(ibv_cq *cq, int n, int ms = 5000)
+{
+	std::vector<ibv_wc> out;
+	for (int i = 0; i < ms * 10 && int(out.size()) < n; i++) {
+		ibv_wc wc[8];
+		int got = ibv_poll_cq(cq, std::min(8, n - int(out.size())), wc);
+		if (got < 0)
+			break;
+		out.insert(out.end(), wc, wc + got);
+		if (!got)
+			usleep(100);
+	}
+	return out;
+}
+
+TEST_F(Domains, ThreadDomainRnrRetryExceededAndRecoveryWhileBlocked)
+{
+	ibv_td_init_attr ta = {};
+	td = ibv_alloc_td(ctx, &ta);
+	ASSERT_NE(td, nullptr);
+	parent = make_parent(false, td);
+	ASSERT_NE(parent, nullptr);
+	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	ASSERT_NE(ch, nullptr);
+	ibv_cq *cq = td_create_cq(ctx, parent, ch);
+	// The responder is an ordinary QP: another thread may post to it.
+	ibv_cq *rcq = create_cq(ctx, nullptr);
+	ASSERT_TRUE(cq && rcq);
+	static char buf[2][256];
+	ibv_mr *mr = ibv_reg_mr(parent, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ibv_mr *rmr = ibv_reg_mr(pd, buf[1], sizeof(buf[1]), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(mr && rmr);
+
+	// No RNR retries: the send fails at once, what follows is flushed.
+	ibv_qp *a = create_rc(parent, cq), *b = create_rc(pd, rcq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 0), 0);
+	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_RTS, 0), 0);
+	ASSERT_EQ(post_send(a, mr, buf[0], 16, 1), 0);
+	ASSERT_EQ(post_send(a, mr, buf[0], 16, 2), 0);
+	auto wcs = poll_n(cq, 2);
+	ASSERT_EQ(wcs.size(), 2u);
+	EXPECT_EQ(wcs[0].wr_id, 1u);
+	EXPECT_EQ(wcs[0].status, IBV_WC_RNR_RETRY_EXC_ERR) << ibv_wc_status_str(wcs[0].status);
+	EXPECT_EQ(wcs[1].wr_id, 2u);
+	EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wcs[1].status);
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+
+	// Retry for ever: three sends wait for receives. The application then
+	// blocks on the completion channel; the receives are posted by another
+	// thread to the (non-TD) responder, so only the progress thread can
+	// complete the sends meanwhile.
+	a = create_rc(parent, cq);
+	b = create_rc(pd, rcq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 7), 0);
+	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_RTS, 7), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(buf[0], 16, "rnr %d", i);
+		ASSERT_EQ(post_send(a, mr, buf[0], 16, 10 + i), 0);
+	}
+	usleep(20000);
+	ibv_wc wc;
+	EXPECT_EQ(ibv_poll_cq(cq, 1, &wc), 0) << "completed without a receive";
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	std::thread responder([&] {
+		usleep(50000);
+		for (int i = 0; i < 3; i++)
+			post_recv(b, nullptr, rmr, buf[1], 256, 100 + i);
+	});
+	pollfd pf = {ch->fd, POLLIN, 0};
+	int ready = poll(&pf, 1, 5000);
+	responder.join();
+	ASSERT_EQ(ready, 1) << "no completion event while the application was blocked";
+	ibv_cq *ev_cq = nullptr;
+	void *ev_ctx = nullptr;
+	ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	EXPECT_EQ(ev_cq, cq);
+	ibv_ack_cq_events(cq, 1);
+	wcs = poll_n(cq, 3);
+	ASSERT_EQ(wcs.size(), 3u);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(wcs[i].wr_id, uint64_t(10 + i)) << "out of order";
+		EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[i].status);
+		EXPECT_EQ(wcs[i].opcode, IBV_WC_SEND);
+		EXPECT_EQ(wcs[i].qp_num, a->qp_num);
+	}
+	wcs = poll_n(rcq, 3);
+	ASSERT_EQ(wcs.size(), 3u);
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(buf[1], "rnr 2");
+
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	EXPECT_EQ(ibv_dereg_mr(rmr), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+	EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+TEST_F(Domains, ThreadDomainRetryExceededInOrderWhenTheResponderIsNotReady)
+{
+	ibv_td_init_attr ta = {};
+	td = ibv_alloc_td(ctx, &ta);
+	ASSERT_NE(td, nullptr);
+	parent = make_parent(false, td);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = td_create_cq(ctx, parent, nullptr);
+	ASSERT_NE(cq, nullptr);
+	static char buf[64];
+	ibv_mr *mr = ibv_reg_mr(parent, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	// b never leaves INIT: a's packets are dropped, a retries (short
+	// timeout, two retries) from the progress thread, then gives up.
+	ibv_qp *a = create_rc(parent, cq), *b = create_rc(parent, cq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_INIT, 0), 0);
+	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 0, 1, 2), 0);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(post_send(a, mr, buf, 8, i), 0);
+	auto wcs = poll_n(cq, 4);
+	ASSERT_EQ(wcs.size(), 4u);
+	EXPECT_EQ(wcs[0].wr_id, 0u);
+	EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wcs[0].status);
+	for (int i = 1; i < 4; i++) {
+		EXPECT_EQ(wcs[i].wr_id, uint64_t(i)) << "out of order";
+		EXPECT_EQ(wcs[i].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wcs[i].status);
+	}
+	ibv_qp_attr at = {};
+	ibv_qp_init_attr ia = {};
+	ASSERT_EQ(ibv_query_qp(a, &at, IBV_QP_STATE, &ia), 0);
+	EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+	ibv_wc wc;
+	EXPECT_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
+TEST_F(Domains, ThreadDomainKilledPeerCompletesEverythingWithoutHang)
+{
+	ibv_td_init_attr ta = {};
+	td = ibv_alloc_td(ctx, &ta);
+	ASSERT_NE(td, nullptr);
+	parent = make_parent(false, td);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq *cq = td_create_cq(ctx, parent, nullptr);
+	ASSERT_NE(cq, nullptr);
+	ibv_qp *qp = create_rc(parent, cq);
+	ASSERT_NE(qp, nullptr);
+	static char buf[2][256];
+	ibv_mr *mr = ibv_reg_mr(parent, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	// The peer (--peer 1) echoes one message, then waits for a second one
+	// that never gets a receive: our second send waits on RNR (retried for
+	// ever) until the peer is killed.
+	xrcpd::PeerProcess peer;
+	std::string hello = peer.start({g_self, "--peer", "1"});
+	unsigned peer_qpn = 0;
+	ASSERT_EQ(sscanf(hello.c_str(), "hello %u", &peer_qpn), 1) << hello;
+	ASSERT_EQ(connect_rc(qp, peer_qpn), 0);
+	ASSERT_EQ(post_recv(qp, nullptr, mr, buf[1], 256, 555), 0);
+	ASSERT_EQ(post_recv(qp, nullptr, mr, buf[1], 256, 556), 0);
+	ASSERT_EQ(peer.cmd("%u", qp->qp_num), "ready");
+	strcpy(buf[0], "ping");
+	ASSERT_EQ(post_send(qp, mr, buf[0], 256, 1), 0);
+	auto wcs = poll_n(cq, 2, 20000);
+	ASSERT_EQ(wcs.size(), 2u);
+	for (const ibv_wc &w : wcs) {
+		EXPECT_EQ(w.status, IBV_WC_SUCCESS) << ibv_wc_status_str(w.status);
+		EXPECT_TRUE(w.wr_id == 1 || w.wr_id == 555) << w.wr_id;
+	}
+	EXPECT_STREQ(buf[1], "Ring");
+	ASSERT_EQ(post_send(qp, mr, buf[0], 256, 2), 0);
+	usleep(20000);
+	ibv_wc wc;
+	EXPECT_EQ(ibv_poll_cq(cq, 1, &wc), 0) << "the second send completed without a receive";
+	peer.kill_now();
+	// The waiting send ends (retry exceeded or flushed), the second receive
+	// is flushed: both arrive, no hang.
+	wcs = poll_n(cq, 2, 10000);
+	ASSERT_EQ(wcs.size(), 2u);
+	bool send_seen = false, recv_seen = false;
+	for (const ibv_wc &w : wcs) {
+		if (w.wr_id == 2) {
+			send_seen = true;
+			EXPECT_TRUE(w.status == IBV_WC_RETRY_EXC_ERR || w.status == IBV_WC_WR_FLUSH_ERR)
+				<< ibv_wc_status_str(w.status);
+		} else if (w.wr_id == 556) {
+			recv_seen = true;
+			EXPECT_EQ(w.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(w.status);
+		}
+	}
+	EXPECT_TRUE(send_seen && recv_seen);
+	// Sending now: flushed at once.
+	ASSERT_EQ(post_send(qp, mr, buf[0], 8, 3), 0);
+	wcs = poll_n(cq, 1);
+	ASSERT_EQ(wcs.size(), 1u);
+	EXPECT_EQ(wcs[0].wr_id, 3u);
+	EXPECT_EQ(wcs[0].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wcs[0].status);
+	EXPECT_EQ(ibv_destroy_qp(qp), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
+
+TEST_F(Domains, ThreadDomainCqExPollAndResizeKeepTheLaneInOrder)
+{
+	ibv_td_init_attr ta = {};
+	td = ibv_alloc_td(ctx, &ta);
+	ASSERT_NE(td, nullptr);
+	parent = make_parent(false, td);
+	ASSERT_NE(parent, nullptr);
+	ibv_cq_init_attr_ex ca = {};
+	ca.cqe = 4;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+	ca.parent_domain = parent;
+	ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+	ASSERT_NE(cqx, nullptr);
+	ibv_cq *cq = ibv_cq_ex_to_cq(cqx);
+	static char buf[2][64];
+	ibv_mr *mr = ibv_reg_mr(parent, buf, sizeof(buf),
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NE(mr, nullptr);
+	ibv_qp *a = create_rc(parent, cq), *b = create_rc(parent, cq);
+	ASSERT_TRUE(a && b);
+	ASSERT_EQ(connect_rc(a, b->qp_num), 0);
+	ASSERT_EQ(connect_rc(b, a->qp_num), 0);
+	auto write = [&](uint64_t id) {
+		ibv_sge s = {uintptr_t(buf[0]), 8, mr->lkey};
+		ibv_send_wr wr = {}, *bad;
+		wr.wr_id = id;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = uintptr_t(buf[1]);
+		wr.wr.rdma.rkey = mr->rkey;
+		return ibv_post_send(a, &wr, &bad);
+	};
+	for (uint64_t i = 0; i < 3; i++)
+		ASSERT_EQ(write(i), 0);
+	// Growing the CQ keeps what waits in the lane, in order.
+	ASSERT_EQ(ibv_resize_cq(cq, 2), EINVAL) << "shrunk below the waiting completions";
+	ASSERT_EQ(ibv_resize_cq(cq, 32), 0);
+	EXPECT_GE(cq->cqe, 32);
+	for (uint64_t i = 3; i < 20; i++)
+		ASSERT_EQ(write(i), 0);
+	ibv_poll_cq_attr pa = {};
+	ASSERT_EQ(ibv_start_poll(cqx, &pa), 0);
+	uint64_t want = 0;
+	do {
+		EXPECT_EQ(cqx->wr_id, want);
+		EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+		EXPECT_EQ(ibv_wc_read_opcode(cqx), IBV_WC_RDMA_WRITE);
+		EXPECT_EQ(ibv_wc_read_qp_num(cqx), a->qp_num);
+		want++;
+	} while (ibv_next_poll(cqx) == 0);
+	ibv_end_poll(cqx);
+	EXPECT_EQ(want, 20u);
+	EXPECT_EQ(ibv_start_poll(cqx, &pa), ENOENT);
+	EXPECT_EQ(ibv_destroy_qp(a), 0);
+	EXPECT_EQ(ibv_destroy_qp(b), 0);
+	EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	EXPECT_EQ(ibv_destroy_cq(cq), 0);
 }
 
 } // namespace
