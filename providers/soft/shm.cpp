@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -234,12 +235,12 @@ static RingHeader *ring_memfd(const RingLoc &loc)
 
 RingHeader *Segment::ring(const RingLoc &loc) const
 {
-	uint32_t kind = __atomic_load_n(&loc.kind, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(kind == RING_ARENA, 1)) {
-		// The default case (no allocator): kept as lean as a bare offset.
-		uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_RELAXED);
-		if (!off || off < hdr->arena_offset || (off & 63) ||
-		    off + sizeof(RingHeader) > size)
+	// The default case (no allocator) is as lean as a bare arena offset: a
+	// non-zero `off` means the arena whatever `kind` says (memfd locators
+	// carry off = 0), and the bounds checks alone make it safe.
+	uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(off != 0, 1)) {
+		if (off < hdr->arena_offset || (off & 63) || off + sizeof(RingHeader) > size)
 			return nullptr;
 		auto *r = reinterpret_cast<RingHeader *>(base + off);
 		uint32_t cap = r->capacity, cell = r->cell_size;
@@ -249,6 +250,7 @@ RingHeader *Segment::ring(const RingLoc &loc) const
 			return nullptr;
 		return r;
 	}
+	uint32_t kind = __atomic_load_n(&loc.kind, __ATOMIC_RELAXED);
 	return kind == RING_MEMFD ? ring_memfd(loc) : nullptr;
 }
 
@@ -832,6 +834,46 @@ static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static PeerMap g_maps[256];
 static uint64_t g_map_clock;
 
+// Mappings pushed out of g_maps stay mapped for a grace period before
+// munmap: another thread may still be copying through, or pushing a
+// completion into a ring of, the mapping it looked up a moment ago.
+struct RetiredMap {
+	uint8_t *base;
+	uint64_t size;
+	uint64_t when_ns;
+};
+static RetiredMap g_retired[64];
+inline constexpr uint64_t kRetireGraceNs = 200ull * 1000 * 1000;
+
+static uint64_t mono_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// g_map_lock held.
+static void retire_map(uint8_t *base, uint64_t size)
+{
+	uint64_t now = mono_ns();
+	RetiredMap *slot = nullptr, *oldest = &g_retired[0];
+	for (auto &r : g_retired) {
+		if (r.base && now - r.when_ns >= kRetireGraceNs) {
+			munmap(r.base, r.size);
+			r = RetiredMap{};
+		}
+		if (!r.base && !slot)
+			slot = &r;
+		if (r.base && r.when_ns < oldest->when_ns)
+			oldest = &r;
+	}
+	if (!slot) { // more churn than the grace list holds: the oldest goes now
+		munmap(oldest->base, oldest->size);
+		slot = oldest;
+	}
+	*slot = RetiredMap{base, size, now};
+}
+
 uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 {
 	// The last few mappings this thread used (a data path alternates
@@ -884,7 +926,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 			base = static_cast<uint8_t *>(p);
 			if (victim->base) {
 				generation.fetch_add(1, std::memory_order_acq_rel);
-				munmap(victim->base, victim->size);
+				retire_map(victim->base, victim->size);
 			}
 			*victim = PeerMap{pid, fd, ino, base, uint64_t(st.st_size), ++g_map_clock};
 			*size = uint64_t(st.st_size);

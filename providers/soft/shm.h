@@ -67,8 +67,10 @@ enum QpSlotState : uint32_t { SLOT_FREE = 0, SLOT_LIVE = 1 };
 //    peers map that file through /proc/<pid>/fd/<memfd> (checked against
 //    memfd_ino) with peer_map. The ring header is at file offset memfd_off
 //    and the ring occupies `bytes` bytes.
-// Like everything in the segment, a locator is data: Segment::ring checks
-// the kind, the bounds and the identity of the file before use.
+// A non-zero `off` always means the arena (memfd locators carry off = 0), so
+// the default path reads one field. Like everything in the segment, a
+// locator is data: Segment::ring checks the bounds, the kind and the
+// identity of the file before use.
 enum RingKind : uint32_t { RING_NONE = 0, RING_ARENA = 1, RING_MEMFD = 2 };
 
 struct RingLoc {
