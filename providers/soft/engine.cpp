@@ -748,6 +748,87 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 	return EX_DONE;
 }
 
+// ------------------------------------------------------------------ fabric
+//
+// The soft devices of one user form one fabric, as HCAs on one switch:
+// soft<N> has LID N+1 and the GID fe80::<its node GUID>. A destination
+// address naming another device is reached through that device's shared
+// segment (its QP, SRQ, CQ and key tables), which the requester's process
+// attaches on first use and keeps until it exits. A device whose segment
+// does not exist (nobody has it open) is unreachable.
+
+inline constexpr int kMaxDevices = 64; // soft0..soft63 (segment_attach's bound)
+
+struct Route {
+	std::atomic<Segment *> seg;
+	int32_t pid; // the process that attached it (a forked child re-attaches)
+};
+static Route g_routes[kMaxDevices];
+static pthread_mutex_t g_route_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// The segment of soft<index> for this process, or nullptr when the device
+// does not exist or its segment cannot be attached.
+static Segment *device_segment(int index)
+{
+	Route &r = g_routes[index];
+	Segment *s = r.seg.load(std::memory_order_acquire);
+	if (s && r.pid == my_pid())
+		return s;
+	pthread_mutex_lock(&g_route_lock);
+	s = r.seg.load(std::memory_order_relaxed);
+	if (!s || r.pid != my_pid()) {
+		s = nullptr;
+		Segment *n = nullptr;
+		if (segment_present(index) && segment_attach(index, &n) == 0) {
+			r.pid = my_pid();
+			r.seg.store(n, std::memory_order_release);
+			s = n;
+		}
+	}
+	pthread_mutex_unlock(&g_route_lock);
+	return s;
+}
+
+void routes_release()
+{
+	pthread_mutex_lock(&g_route_lock);
+	for (auto &r : g_routes) {
+		Segment *s = r.seg.load(std::memory_order_relaxed);
+		if (s && r.pid == my_pid())
+			segment_detach(s);
+		r.seg.store(nullptr, std::memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&g_route_lock);
+}
+
+// The device an address vector names: its index, or -1 for the requester's
+// own device (its own LID or GID, and addresses that name no soft device,
+// as before there was more than one).
+static int dest_device(const SoftContext *ctx, const struct ibv_ah_attr &ah)
+{
+	int idx = -1;
+	if (ah.is_global) {
+		uint64_t g = 0;
+		for (int i = 8; i < 16; i++)
+			g = (g << 8) | ah.grh.dgid.raw[i];
+		uint64_t n = g & 0xffffffffffffull;
+		if ((g & ~0xffffffffffffull) == (device_guid(0) & ~0xffffffffffffull) &&
+		    n < uint64_t(kMaxDevices))
+			idx = int(n);
+	} else if (ah.dlid >= 1 && ah.dlid <= kMaxDevices) {
+		idx = ah.dlid - 1;
+	}
+	return idx == ctx->index ? -1 : idx;
+}
+
+// The segment of the responder's device for address vector ah; nullptr
+// when it names a device that cannot be reached.
+Segment *responder_segment(SoftQp *qp, const struct ibv_ah_attr &ah)
+{
+	int idx = dest_device(qp->ctx, ah);
+	return idx < 0 ? qp->ctx->seg : device_segment(idx);
+}
+
 static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 {
 	Segment *seg = qp->ctx->seg;
@@ -796,11 +877,12 @@ static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 	m.sl = w.ah.sl;
 	m.ud = true;
 	m.grh = grhp;
+	Segment *rseg = seg; // the responder's device
 	auto try_one = [&](uint32_t qpn) {
 		uint32_t s = qpn - kQpnBase;
 		if (qpn < kQpnBase || s >= kMaxQps)
 			return;
-		QpEntry &d = seg->hdr->qps[s];
+		QpEntry &d = rseg->hdr->qps[s];
 		if (d.slot.load() != SLOT_LIVE || d.qp_type != IBV_QPT_UD)
 			return;
 		uint32_t ds = d.state.load();
@@ -808,7 +890,7 @@ static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 			return;
 		if (d.qkey != qkey)
 			return; // Q_Key violation: silently dropped
-		deliver(seg, d, qpn, nullptr, m, false);
+		deliver(rseg, d, qpn, nullptr, m, false);
 	};
 	bool mcast = w.ah.dlid >= 0xc000 && w.ah.dlid != 0xffff;
 	if (mcast || w.remote_qpn == 0xffffff) {
@@ -822,6 +904,10 @@ static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 				if (qpn)
 					try_one(qpn);
 		}
+	} else if (dest_device(qp->ctx, w.ah) >= 0) {
+		rseg = responder_segment(qp, w.ah);
+		if (rseg)
+			try_one(w.remote_qpn); // else unreachable: the datagram is lost
 	} else if (w.ah.dlid == device_lid(qp->ctx->index) || w.ah.is_global) {
 		try_one(w.remote_qpn);
 	}
@@ -848,7 +934,6 @@ static inline bool alive_check_due(SoftQp *qp)
 
 static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 {
-	Segment *seg = qp->ctx->seg;
 	if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
 	if (qp->type == IBV_QPT_UD)
@@ -863,7 +948,13 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 	};
 	if (dqpn < kQpnBase || ds >= kMaxQps)
 		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
-	QpEntry &d = seg->hdr->qps[ds];
+	// The responder's device (this one, or another soft device of the
+	// fabric); everything of the responder is looked up there.
+	Segment *rseg = responder_segment(qp, qp->attr.ah_attr);
+	if (!rseg) // no such device: never acknowledged
+		return rc ? retry_later(qp, w, false, 0)
+			  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	QpEntry &d = rseg->hdr->qps[ds];
 	// The responder's process is checked at most once a millisecond; the
 	// context's watchdog also notices dead peers (QP fatal).
 	bool alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE;
@@ -876,7 +967,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 				// other processes: reclaim the dead one (ownership moves
 				// to a live holder) and look again.
 				if (d.qp_type == IBV_QPT_XRC_RECV) {
-					segment_reap(seg);
+					segment_reap(rseg);
 					alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
 						(d.owner_pid == my_pid() || kill(d.owner_pid, 0) == 0);
 				}
@@ -915,7 +1006,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		uint32_t ss = w.xrc_srqn - kSrqnBase;
 		if (w.xrc_srqn < kSrqnBase || ss >= kMaxSrqs)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
-		xsrq = &seg->hdr->srqs[ss];
+		xsrq = &rseg->hdr->srqs[ss];
 		if (xsrq->slot.load() != SLOT_LIVE || xsrq->srq_type != IBV_SRQT_XRC ||
 		    xsrq->xrcd != d.xrcd)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
@@ -946,17 +1037,17 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		if (w.opcode == IBV_WR_SEND_WITH_INV) {
 			// Invalidate a type 2 window of the responder, then report it.
 			MrEntry mw;
-			if (!key_lookup(seg, w.imm, mw) || mw.kind.load() != KEY_MW ||
+			if (!key_lookup(rseg, w.imm, mw) || mw.kind.load() != KEY_MW ||
 			    mw.owner_pid != d.owner_pid || mw.mw_type != IBV_MW_TYPE_2)
 				return fail(IBV_WC_REM_OP_ERR);
 			m.wc_flags = IBV_WC_WITH_INV;
 			m.imm = w.imm; // invalidated rkey, reported in imm_data
 		}
-		DeliverResult r = deliver(seg, d, dqpn, xsrq, m, rc);
+		DeliverResult r = deliver(rseg, d, dqpn, xsrq, m, rc);
 		switch (r) {
 		case DV_OK:
 			if (w.opcode == IBV_WR_SEND_WITH_INV)
-				seg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
+				rseg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
 			complete_send(qp, w, IBV_WC_SUCCESS, 0);
 			return EX_DONE;
 		case DV_NO_WQE:
@@ -984,7 +1075,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(st);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (src.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, src.len,
+		if (src.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, src.len,
 					   IBV_ACCESS_REMOTE_WRITE, &va, &direct))
 			return rc ? fail(IBV_WC_REM_ACCESS_ERR)
 				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
@@ -992,11 +1083,11 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			// Needs a receive WQE before any byte moves (RNR otherwise).
 			RingHeader *ring = nullptr;
 			if (xsrq)
-				ring = seg->ring(xsrq->ring);
+				ring = rseg->ring(xsrq->ring);
 			else if (d.srq && d.srq - 1 < kMaxSrqs)
-				ring = seg->ring(seg->hdr->srqs[d.srq - 1].ring);
+				ring = rseg->ring(rseg->hdr->srqs[d.srq - 1].ring);
 			else
-				ring = seg->ring(d.rq_ring);
+				ring = rseg->ring(d.rq_ring);
 			if (ring && !ring_count(ring)) {
 				if (!rc) {
 					complete_send(qp, w, IBV_WC_SUCCESS, 0);
@@ -1020,7 +1111,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			m.byte_len = uint32_t(src.len);
 			m.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
 			m.wc_flags = IBV_WC_WITH_IMM;
-			DeliverResult r = deliver(seg, d, dqpn, xsrq, m, rc);
+			DeliverResult r = deliver(rseg, d, dqpn, xsrq, m, rc);
 			if (r == DV_GONE && rc)
 				return gone();
 			if (r == DV_NO_WQE && rc)
@@ -1038,7 +1129,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(st);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (dst.len && !check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, dst.len,
+		if (dst.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, dst.len,
 					   IBV_ACCESS_REMOTE_READ, &va, &direct))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		if (dst.len) {
@@ -1065,13 +1156,13 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (!check_rkey(seg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
+		if (!check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 				&direct))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		uint64_t old = 0, val;
 		int e = 0;
 		struct iovec lv = {&old, 8}, rv = {reinterpret_cast<void *>(va), 8};
-		shm_lock(&seg->hdr->atomic_lock);
+		shm_lock(&rseg->hdr->atomic_lock);
 		if (direct) {
 			// Mapped: a real atomic, also against the owner's own CPU accesses.
 			auto *p = reinterpret_cast<uint64_t *>(direct);
@@ -1094,7 +1185,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 					e = move_bytes(d.owner_pid, &nv, 1, &rv, 1, true);
 			}
 		}
-		shm_unlock(&seg->hdr->atomic_lock);
+		shm_unlock(&rseg->hdr->atomic_lock);
 		if (e == ESRCH)
 			return gone();
 		if (e)

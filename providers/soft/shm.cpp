@@ -525,6 +525,16 @@ static int attach_new(int index, Segment *seg)
 	return EAGAIN;
 }
 
+bool segment_present(int index)
+{
+	if (index < 0 || index >= 64)
+		return false;
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/openverbs-%u/soft%d", unsigned(geteuid()), index);
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
 int segment_attach(int index, Segment **out)
 {
 	if (index < 0 || index >= 64)

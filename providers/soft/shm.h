@@ -281,6 +281,9 @@ struct Segment {
 // Attach this process to soft<index> (creating the segment when absent).
 // Returns 0 or an errno value (EPROTO: damaged segment; EMFILE...).
 int segment_attach(int index, Segment **out);
+// True when the shared segment of soft<index> exists (some process of this
+// user has the device open, or had it). Never creates it.
+bool segment_present(int index);
 // Drop one context reference; the last one of the last live process unlinks
 // the segment.
 void segment_detach(Segment *seg);

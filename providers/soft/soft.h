@@ -311,6 +311,12 @@ static inline SoftPd *to_spd(struct ibv_pd *p) { return reinterpret_cast<SoftPd 
 
 // Stable identifiers of soft<index>: node GUID = port GUID = system image GUID.
 uint64_t device_guid(int index); // host order
+// The shared segment of the device that address vector ah names (the QP's
+// own device, or another soft device of the user's fabric); nullptr when
+// that device cannot be reached (engine.cpp).
+Segment *responder_segment(SoftQp *qp, const struct ibv_ah_attr &ah);
+// Detaches the other devices' segments responder_segment attached (exit).
+void routes_release();
 inline uint16_t device_lid(int index) { return uint16_t(index + 1); }
 
 // engine.cpp

@@ -95,6 +95,7 @@ __attribute__((destructor)) static void soft_exit()
 			c->seg = nullptr;
 		}
 	}
+	routes_release();
 	pthread_mutex_unlock(&g_ctx_lock);
 }
 
@@ -121,10 +122,13 @@ static void watchdog(SoftContext *ctx)
 			// An XRC receive QP outlives its creator while other processes
 			// hold it: reclaim the dead process, then follow the QP's
 			// current owner.
-			segment_reap(seg);
+			Segment *rs = responder_segment(qp, qp->attr.ah_attr);
+			if (!rs)
+				rs = seg;
+			segment_reap(rs);
 			uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
 			if (qp->attr.dest_qp_num >= kQpnBase && ds < kMaxQps) {
-				QpEntry &d = seg->hdr->qps[ds];
+				QpEntry &d = rs->hdr->qps[ds];
 				int32_t pid = d.owner_pid;
 				if (d.slot.load() == SLOT_LIVE && d.qp_type == IBV_QPT_XRC_RECV &&
 				    pid > 0 && pid != qp->remote_pid) {
@@ -2288,9 +2292,10 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		uint32_t ds = s.dest_qp_num - kQpnBase;
 		qp->remote_pid = 0;
 		qp->remote_start = 0;
-		if (s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
-		    seg->hdr->qps[ds].slot.load() == SLOT_LIVE) {
-			qp->remote_pid = seg->hdr->qps[ds].owner_pid;
+		Segment *rs = responder_segment(qp, s.ah_attr);
+		if (rs && s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
+		    rs->hdr->qps[ds].slot.load() == SLOT_LIVE) {
+			qp->remote_pid = rs->hdr->qps[ds].owner_pid;
 			qp->remote_start = process_start_time(qp->remote_pid);
 		}
 	}
