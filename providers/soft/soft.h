@@ -152,6 +152,9 @@ struct SoftSrq {
 	SoftCq *cq;          // XRC SRQ
 	std::atomic<int> users;
 	struct SoftPd *pd;   // counted in pd->users
+	// Rings replaced by a resize (ibv_modify_srq IBV_SRQ_MAX_WR): peers may
+	// still hold them for a moment, so they are freed with the SRQ.
+	struct SrqOldRing *old_rings;
 };
 
 struct SoftAh {

@@ -236,7 +236,8 @@ static int soft_query_device_ex(struct ibv_context *context,
 	o.max_qp_wr = kMaxQpWr;
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |
-			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			     IBV_DEVICE_SRQ_RESIZE;
 	o.max_sge = kMaxSge;
 	o.max_sge_rd = kMaxSge;
 	o.max_cq = kMaxCqs;
@@ -1446,13 +1447,89 @@ static struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 	return srq_create(to_sctx(context), attr->pd, attr);
 }
 
+struct SrqOldRing {
+	uint64_t off;  // arena offset, 0 when buf holds it
+	QueueBuf buf;
+	SrqOldRing *next;
+};
+
+// Resizes the SRQ's ring to hold max_wr requests (rounded up to a power of
+// two). EINVAL when more requests are queued than fit, ENOMEM when no
+// memory is left. Requesters of other processes keep consuming meanwhile:
+// the new ring is published first, then what is queued moves over, taken
+// from the old ring one request at a time (a requester that still looks at
+// the old ring takes a request there instead, never one twice). The old
+// ring stays allocated until the SRQ is destroyed.
+static int srq_resize(SoftSrq *srq, uint32_t max_wr)
+{
+	RecvGeometry geo = recv_geometry(max_wr, srq->max_sge);
+	auto *old = static_cast<SrqOldRing *>(calloc(1, sizeof(SrqOldRing)));
+	if (!old)
+		return ENOMEM;
+	QueueBuf nb;
+	int rc = ring_buf_alloc(allocator_of(srq->vsrq.srq.pd), OPENVERBS_SOFT_RES_SRQ_RING,
+				geo.bytes(), &nb);
+	if (rc) {
+		free(old);
+		return rc;
+	}
+	pthread_mutex_lock(&srq->post_lock);
+	if (ring_count(srq->ring) > geo.cap || geo.cell != srq->ring->cell_size) {
+		pthread_mutex_unlock(&srq->post_lock);
+		queue_buf_free(&nb);
+		free(old);
+		return EINVAL;
+	}
+	Segment *seg = to_sctx(srq->vsrq.srq.context)->seg;
+	shm_lock(&seg->hdr->lock);
+	uint64_t off = 0;
+	RingHeader *ring = nullptr;
+	RingLoc loc{};
+	if (recv_ring_alloc(seg, geo, nb, &off, &ring, &loc)) {
+		shm_unlock(&seg->hdr->lock);
+		pthread_mutex_unlock(&srq->post_lock);
+		queue_buf_free(&nb);
+		free(old);
+		return ENOMEM;
+	}
+	seg->hdr->srqs[srq->slot].ring = loc;
+	shm_unlock(&seg->hdr->lock);
+	alignas(8) uint8_t cell[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	size_t bytes = geo.cell - 8;
+	while (ring_pop(srq->ring, cell, bytes)) {
+		uint64_t pos;
+		void *dst = ring_claim(ring, &pos);
+		if (!dst)
+			break; // cannot happen: the new ring holds all that was queued
+		memcpy(dst, cell, bytes);
+		ring_publish(ring, dst, pos);
+	}
+	*old = SrqOldRing{srq->ring_off, srq->ring_buf, srq->old_rings};
+	srq->old_rings = old;
+	srq->ring = ring;
+	srq->ring_off = off;
+	srq->ring_buf = nb;
+	srq->max_wr = geo.cap;
+	pthread_mutex_unlock(&srq->post_lock);
+	return 0;
+}
+
 static int soft_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
 {
 	SoftSrq *srq = to_ssrq(ibsrq);
 	if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
 		return EINVAL;
-	if (mask & IBV_SRQ_MAX_WR)
-		return EINVAL; // resizing is not supported (no IBV_DEVICE_SRQ_RESIZE)
+	if (mask & IBV_SRQ_MAX_WR) {
+		// The armed limit (or the one set by this call) must stay below
+		// the new size.
+		Segment *seg = to_sctx(ibsrq->context)->seg;
+		uint32_t lim = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit
+						      : seg->hdr->srqs[srq->slot].limit.load();
+		if (!attr->max_wr || attr->max_wr > kMaxSrqWr || lim > attr->max_wr)
+			return EINVAL;
+		if (int rc = srq_resize(srq, attr->max_wr))
+			return rc;
+	}
 	if (mask & IBV_SRQ_LIMIT) {
 		if (attr->srq_limit > srq->max_wr)
 			return EINVAL;
@@ -1487,8 +1564,16 @@ static int soft_destroy_srq(struct ibv_srq *ibsrq)
 	e.slot.store(SLOT_FREE, std::memory_order_release);
 	if (srq->ring_off)
 		arena_free(seg, srq->ring_off);
+	for (SrqOldRing *o = srq->old_rings; o; o = o->next)
+		if (o->off)
+			arena_free(seg, o->off);
 	shm_unlock(&seg->hdr->lock);
 	queue_buf_free(&srq->ring_buf);
+	while (SrqOldRing *o = srq->old_rings) {
+		srq->old_rings = o->next;
+		queue_buf_free(&o->buf);
+		free(o);
+	}
 	if (srq->cq)
 		srq->cq->users.fetch_sub(1);
 	if (srq->pd)
