@@ -70,11 +70,14 @@ TEST(XrcEncoding, OpenXrcdByWriteCarriesFdAndOflags)
 TEST(XrcEncoding, KernelErrnoOfTheOflagMatrixPassesThrough)
 {
 	// The kernel answers EAGAIN (no domain, no O_CREAT), EINVAL (O_EXCL and
-	// it exists), EBADF (fd not open): the library must not rewrite them.
+	// it exists), EBADF (fd not open): the library must not rewrite them,
+	// whichever protocol carries OPEN_XRCD (write(), or the INVOKE_WRITE
+	// ioctl tunnel).
 	for (int e : {EAGAIN, EINVAL, EBADF, EOPNOTSUPP}) {
 		FakeKernel k;
 		FakeContext c;
 		k.on_ioctl = [e](struct ib_uverbs_ioctl_hdr *) { return e; };
+		k.on_write = [e](const void *, size_t) { return e; };
 		verbs_xrcd xrcd = {};
 		ib_uverbs_open_xrcd_resp resp = {};
 		errno = 0;
