@@ -314,45 +314,45 @@ int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solici
 	return 0;
 }
 
+// The lane of a thread-domain CQ (with the ring) holds `capacity`
+// completions: one more is an overrun, reported like cq_push's.
+static __attribute__((noinline, cold)) void lane_overrun(SoftQp *qp)
+{
+	Segment *seg = qp->ctx->seg;
+	CqEntry &c = *qp->scq->entry;
+	if (!c.overflow.exchange(1))
+		async_notify(seg, c.owner_pid, c.async_fd, c.async_ino, c.user_handle,
+			     IBV_EVENT_CQ_ERR);
+}
+
 // A send completion of a QP whose send CQ has a lane (the caller holds the
 // thread domain's guard): written in place into the lane, then the same
 // overrun and completion-event rules as cq_push. The CQ's capacity bounds
-// the lane and the shared ring together.
+// the lane and the shared ring together. No call on the common path (the
+// rare ones are tail calls), so no register is saved.
 static void lane_push(SoftQp *qp, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
 		      uint32_t len)
 {
 	CqLane *l = qp->lane;
 	SoftCq *cq = qp->scq;
-	Segment *seg = qp->ctx->seg;
-	CqEntry &c = seg->hdr->cqs[cq->slot];
 	uint32_t t = l->tail.load(std::memory_order_relaxed);
 	uint64_t used = t - l->head.load(std::memory_order_acquire);
 	used += cq->ring->enq.load(std::memory_order_relaxed) -
 		cq->ring->deq.load(std::memory_order_relaxed);
-	if (used >= cq->capacity) {
-		if (!c.overflow.exchange(1))
-			async_notify(seg, c.owner_pid, c.async_fd, c.async_ino, c.user_handle,
-				     IBV_EVENT_CQ_ERR);
-		return;
-	}
+	if (__builtin_expect(used >= cq->capacity, 0))
+		return lane_overrun(qp);
 	struct ibv_wc &wc = l->cells[t & l->mask];
+	wc = {};
 	wc.wr_id = wr_id;
 	wc.status = st;
 	wc.opcode = op;
-	wc.vendor_err = 0;
 	wc.byte_len = len;
-	wc.imm_data = 0;
 	wc.qp_num = qp->qpn;
-	wc.src_qp = 0;
-	wc.wc_flags = 0;
-	wc.pkey_index = 0;
-	wc.slid = 0;
-	wc.sl = 0;
-	wc.dlid_path_bits = 0;
 	l->tail.store(t + 1, std::memory_order_release);
+	CqEntry &c = *cq->entry;
 	uint32_t a = c.armed.load(std::memory_order_acquire);
-	if (a && (a == 1 || st != IBV_WC_SUCCESS))
-		cq_event(seg, c, a);
+	if (__builtin_expect(a != 0, 0) && (a == 1 || st != IBV_WC_SUCCESS))
+		cq_event(qp->ctx->seg, c, a);
 }
 
 void lane_move(CqLane *l, struct ibv_wc *cells, uint32_t n)

@@ -132,6 +132,7 @@ struct SoftCq {
 	bool td_mode;        // created under a parent domain with a thread domain
 	CqLane lane;         // td_mode: send completions of the same TD's QPs
 	QueueBuf lane_buf;   // the lane's cells (parent domain's allocator or calloc)
+	CqEntry *entry;      // td_mode: this CQ's entry in the segment (lane_push)
 	int chan_wfd;        // our own write end of the channel (notifying ourselves)
 	std::atomic<int> users; // QPs / SRQs using it
 	bool ex;             // created with create_cq_ex

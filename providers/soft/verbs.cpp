@@ -1037,6 +1037,7 @@ static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		}
 		cq->lane.cells = static_cast<struct ibv_wc *>(cq->lane_buf.ptr);
 		cq->lane.mask = cq->capacity - 1;
+		cq->entry = &to_sctx(context)->seg->hdr->cqs[cq->slot];
 	}
 	cq->wc_flags = attr->wc_flags;
 	cq_ex_setup(cq);
