@@ -78,9 +78,10 @@ int open_cdev(const char *name, dev_t cdev) noexcept
 	return fd;
 }
 
-int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driver_id) noexcept
+int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driver_id,
+		 verbs_ex_private *embedded) noexcept
 {
-	auto *priv = static_cast<verbs_ex_private *>(calloc(1, sizeof(verbs_ex_private)));
+	auto *priv = embedded ? embedded : static_cast<verbs_ex_private *>(calloc(1, sizeof(verbs_ex_private)));
 	if (!priv) {
 		if (cmd_fd >= 0)
 			close(cmd_fd);
@@ -96,8 +97,9 @@ int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driv
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	vctx->sz = sizeof(*vctx);
 	vctx->priv = priv;
+	priv->embedded = embedded != nullptr;
 	priv->driver_id = driver_id;
-	set_ops(vctx, &dummy_ops);
+	set_dummy_ops(vctx);
 	priv->use_ioctl_write = cmd_fd >= 0 && ov::kernel::probe_ioctl_write(cmd_fd, driver_id);
 	return 0;
 }
@@ -111,7 +113,13 @@ void *init_and_alloc_context(ibv_device *dev, int cmd_fd, size_t alloc_size, siz
 		errno = EINVAL;
 		return nullptr;
 	}
-	void *drv = calloc(1, alloc_size);
+	// The private state rides in the same allocation, after the provider's
+	// bytes: one calloc and one free per context instead of two each.
+	constexpr size_t kAlign = alignof(verbs_ex_private);
+	size_t priv_at = (alloc_size + kAlign - 1) & ~(kAlign - 1);
+	void *drv = priv_at < alloc_size || priv_at > SIZE_MAX - sizeof(verbs_ex_private)
+			    ? nullptr
+			    : calloc(1, priv_at + sizeof(verbs_ex_private));
 	if (!drv) {
 		if (cmd_fd >= 0)
 			close(cmd_fd);
@@ -119,7 +127,8 @@ void *init_and_alloc_context(ibv_device *dev, int cmd_fd, size_t alloc_size, siz
 		return nullptr;
 	}
 	auto *vctx = reinterpret_cast<verbs_context *>(static_cast<char *>(drv) + offset);
-	if (int rc = init_context(vctx, dev, cmd_fd, driver_id)) {
+	auto *priv = reinterpret_cast<verbs_ex_private *>(static_cast<char *>(drv) + priv_at);
+	if (int rc = init_context(vctx, dev, cmd_fd, driver_id, priv)) {
 		free(drv);
 		errno = rc;
 		return nullptr;
@@ -130,7 +139,8 @@ void *init_and_alloc_context(ibv_device *dev, int cmd_fd, size_t alloc_size, siz
 void uninit_context(verbs_context *vctx) noexcept
 {
 	ibv_context *ctx = &vctx->context;
-	free(vctx->priv);
+	if (vctx->priv && !vctx->priv->embedded)
+		free(vctx->priv);
 	vctx->priv = nullptr;
 	if (ctx->cmd_fd >= 0)
 		close(ctx->cmd_fd);

@@ -11,16 +11,19 @@ namespace ov::core {
 
 // verbs_init_context: takes a device reference, fills the library fields of
 // the embedded ibv_context (device, cmd_fd, async_fd -1, mutex, abi_compat,
-// sz), allocates priv, installs the dummy ops and probes INVOKE_WRITE.
+// sz), allocates priv (or uses `embedded`, zeroed memory that lives as long
+// as the context), installs the dummy ops and probes INVOKE_WRITE.
 // 0, or an errno value; on failure cmd_fd is closed and nothing is held.
-int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driver_id) noexcept;
+int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driver_id,
+		 verbs_ex_private *embedded = nullptr) noexcept;
 
-// _verbs_init_and_alloc_context: calloc(alloc_size) + init_context on the
+// _verbs_init_and_alloc_context: one calloc for the provider's alloc_size
+// bytes and, after them, the context's priv; init_context on the
 // verbs_context at `offset`. NULL with errno on failure (cmd_fd closed).
 void *init_and_alloc_context(ibv_device *dev, int cmd_fd, size_t alloc_size, size_t offset,
 			     uint32_t driver_id) noexcept;
 
-// verbs_uninit_context: frees priv, closes cmd_fd and async_fd, drops the
+// verbs_uninit_context: frees priv (unless embedded), closes cmd_fd and async_fd, drops the
 // device reference. The provider frees its own allocation afterwards.
 void uninit_context(verbs_context *vctx) noexcept;
 

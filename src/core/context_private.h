@@ -22,6 +22,10 @@ struct verbs_ex_private {
 	uint32_t driver_id;        // enum rdma_driver_id given by the provider
 	bool use_ioctl_write;      // tunnel write() commands through INVOKE_WRITE
 	bool imported;             // context made by ibv_import_device
+	// Lives in the provider's context allocation (made by
+	// _verbs_init_and_alloc_context), so verbs_uninit_context must not
+	// free it: the provider's free() of its context releases it.
+	bool embedded;
 	struct verbs_context_ops ops; // authoritative op table (verbs_set_ops)
 };
 

@@ -83,11 +83,23 @@ void set_ops(verbs_context *vctx, const verbs_context_ops *ops) noexcept
 	}
 	OV_VERBS_OPS(OV_SET)
 #undef OV_SET
+}
+
+void set_dummy_ops(verbs_context *vctx) noexcept
+{
+	// set_ops(vctx, &dummy_ops) without the per-slot NULL tests (the table
+	// has no NULL slot): one block copy into priv, then the mirrors.
+	const verbs_context_ops *ops = &dummy_ops;
+	ibv_context_ops *lops = &vctx->context.ops;
+	vctx->priv->ops = dummy_ops;
+#define OV_SET(name, kind) OV_MIRROR_##kind(name)
+	OV_VERBS_OPS(OV_SET)
+#undef OV_SET
+}
 #undef OV_MIRROR_VCTX
 #undef OV_MIRROR_LIVE
 #undef OV_MIRROR_COMPAT
 #undef OV_MIRROR_PRIV
 #undef OV_MIRROR_FLOW
-}
 
 } // namespace ov::core

@@ -51,4 +51,7 @@ extern const struct verbs_context_ops dummy_ops;
 // the public slot its kind names. Safe to call several times.
 void set_ops(struct verbs_context *vctx, const struct verbs_context_ops *ops) noexcept;
 
+// set_ops(vctx, &dummy_ops), the first table of every context, done faster.
+void set_dummy_ops(struct verbs_context *vctx) noexcept;
+
 } // namespace ov::core

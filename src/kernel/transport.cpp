@@ -26,7 +26,6 @@ ssize_t real_write(int fd, const void *buf, size_t count)
 	return ::write(fd, buf, count);
 }
 
-Syscalls g_syscalls = {real_ioctl, real_write};
 
 constexpr uint8_t kNoIndex = 0xFF; // _UHW_NO_INDEX
 
@@ -96,6 +95,8 @@ int ioctl_write(struct ibv_context *ctx, uint32_t write_method, const void *req,
 
 } // namespace
 
+Syscalls g_syscalls = {real_ioctl, real_write};
+
 Syscalls &syscalls() noexcept
 {
 	return g_syscalls;
@@ -130,119 +131,6 @@ unsigned int final_num_attrs(unsigned int num_attrs, const struct ibv_command_bu
 	return num_attrs;
 }
 
-CommandBuffer::CommandBuffer(uint16_t object_id, uint16_t method_id, unsigned int own,
-			     struct ibv_command_buffer *link) noexcept
-{
-	unsigned int total = link ? final_num_attrs(own, link) : own;
-	void *mem = storage_;
-	if (total > kInlineAttrs) {
-		heap_ = std::malloc(sizeof(struct ibv_command_buffer) + (size_t)total * sizeof(struct ib_uverbs_attr));
-		if (!heap_)
-			return;
-		mem = heap_;
-	}
-	// Only the head is cleared: next() writes every attribute it hands out
-	// whole, and nothing past next_attr is ever read or sent.
-	cmd_ = static_cast<struct ibv_command_buffer *>(mem);
-	*cmd_ = {};
-	cmd_->next = link;
-	cmd_->hdr.object_id = object_id;
-	cmd_->hdr.method_id = method_id;
-	cmd_->next_attr = cmd_->hdr.attrs;
-	cmd_->last_attr = cmd_->hdr.attrs + total;
-	cmd_->uhw_in_idx = kNoIndex;
-	cmd_->uhw_out_idx = kNoIndex;
-}
-
-CommandBuffer::~CommandBuffer()
-{
-	std::free(heap_);
-}
-
-struct ib_uverbs_attr *CommandBuffer::next(uint16_t attr_id) noexcept
-{
-	if (cmd_->next_attr >= cmd_->last_attr) {
-		cmd_->buffer_error = 1;
-		return nullptr;
-	}
-	struct ib_uverbs_attr *attr = cmd_->next_attr++;
-	*attr = {};
-	attr->attr_id = attr_id;
-	attr->flags = UVERBS_ATTR_F_MANDATORY;
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::sized(uint16_t attr_id, size_t len) noexcept
-{
-	struct ib_uverbs_attr *attr = next(attr_id);
-	if (!attr)
-		return nullptr;
-	if (len > UINT16_MAX)
-		cmd_->buffer_error = 1;
-	attr->len = (uint16_t)len;
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::by_pointer(uint16_t attr_id, const void *data, size_t len) noexcept
-{
-	struct ib_uverbs_attr *attr = sized(attr_id, len);
-	if (attr)
-		attr->data = ptr_to_u64(data);
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::in(uint16_t attr_id, const void *data, size_t len) noexcept
-{
-	if (len > sizeof(ib_uverbs_attr::data)) // larger inputs go by pointer
-		return by_pointer(attr_id, data, len);
-	struct ib_uverbs_attr *attr = sized(attr_id, len);
-	if (attr)
-		std::memcpy(&attr->data, data, len);
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::in_uhw(uint16_t attr_id, const void *data, size_t len) noexcept
-{
-	return by_pointer(attr_id, data, len);
-}
-
-struct ib_uverbs_attr *CommandBuffer::in_obj(uint16_t attr_id, uint32_t handle) noexcept
-{
-	struct ib_uverbs_attr *attr = next(attr_id);
-	if (attr)
-		attr->data = handle; // IDR attributes carry the handle in .data
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::in_fd(uint16_t attr_id, int fd) noexcept
-{
-	if (fd == -1)
-		return nullptr;
-	struct ib_uverbs_attr *attr = next(attr_id);
-	if (attr)
-		attr->data = (uint64_t)(int64_t)fd;
-	return attr;
-}
-
-struct ib_uverbs_attr *CommandBuffer::out_fd(uint16_t attr_id) noexcept
-{
-	return next(attr_id); // data 0; the kernel writes the new fd there
-}
-
-struct ib_uverbs_attr *CommandBuffer::out(uint16_t attr_id, void *data, size_t len) noexcept
-{
-	return by_pointer(attr_id, data, len);
-}
-
-struct ib_uverbs_attr *CommandBuffer::in_enum(uint16_t attr_id, uint8_t elem_id, const void *data,
-					      size_t len) noexcept
-{
-	struct ib_uverbs_attr *attr = in(attr_id, data, len);
-	if (attr)
-		attr->attr_data.enum_data.elem_id = elem_id;
-	return attr;
-}
-
 void CommandBuffer::set_uhw(const void *req, size_t core_req_size, size_t req_size, void *resp,
 			    size_t core_resp_size, size_t resp_size) noexcept
 {
@@ -269,7 +157,11 @@ void CommandBuffer::set_uhw(const void *req, size_t core_req_size, size_t req_si
 // ---------------------------------------------------------------------------
 // RDMA_VERBS_IOCTL.
 
-int run_ioctl_fd(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noexcept
+namespace {
+
+// The body of run_ioctl_fd, inlined into ioctl_or_legacy as well (the path
+// of every ioctl method of the verbs).
+[[gnu::always_inline]] inline int send_ioctl(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noexcept
 {
 	if (!cmd)
 		return fail(EINVAL);
@@ -280,7 +172,8 @@ int run_ioctl_fd(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noe
 	// Linearise the chained buffers after our own attributes.
 	struct ib_uverbs_attr *end = cmd->next_attr;
 	unsigned int uhw_in = cmd->uhw_in_idx;
-	for (struct ibv_command_buffer *link = cmd->next; link; link = link->next) {
+	struct ibv_command_buffer *const chain = cmd->next;
+	for (struct ibv_command_buffer *link = chain; link; link = link->next) {
 		ptrdiff_t count = link->next_attr - link->hdr.attrs;
 		if (count < 0 || end + count > cmd->last_attr)
 			return fail(ENOSPC);
@@ -319,11 +212,20 @@ int run_ioctl_fd(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noe
 
 	// Hand the kernel's outputs (IDR/FD values, VALID_OUTPUT flags) back to
 	// the buffers they came from so read_attr_* on them sees the results.
+	if (!chain)
+		return 0;
 	end = cmd->next_attr;
-	for (struct ibv_command_buffer *link = cmd->next; link; link = link->next)
+	for (struct ibv_command_buffer *link = chain; link; link = link->next)
 		for (struct ib_uverbs_attr *cur = link->hdr.attrs; cur != link->next_attr; ++cur)
 			*cur = *end++;
 	return 0;
+}
+
+} // namespace
+
+int run_ioctl_fd(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noexcept
+{
+	return send_ioctl(fd, driver_id, cmd);
 }
 
 int run_ioctl(struct ibv_context *context, struct ibv_command_buffer *cmd) noexcept
@@ -334,19 +236,54 @@ int run_ioctl(struct ibv_context *context, struct ibv_command_buffer *cmd) noexc
 	return run_ioctl_fd(context->cmd_fd, priv ? priv->driver_id : 0, cmd);
 }
 
+namespace {
+
+// A method with a single attribute, laid out by hand (header + one
+// ib_uverbs_attr): the probe and the async-fd allocation run in every
+// ibv_open_device.
+struct OneAttrIoctl {
+	alignas(struct ib_uverbs_ioctl_hdr) unsigned char raw[sizeof(struct ib_uverbs_ioctl_hdr) +
+								sizeof(struct ib_uverbs_attr)];
+	struct ib_uverbs_ioctl_hdr *hdr() noexcept { return reinterpret_cast<struct ib_uverbs_ioctl_hdr *>(raw); }
+	struct ib_uverbs_attr *attr() noexcept { return hdr()->attrs; }
+
+	OneAttrIoctl(uint16_t object_id, uint16_t method_id, uint32_t driver_id, uint16_t attr_id, uint16_t len,
+		     uint64_t data) noexcept
+	{
+		struct ib_uverbs_ioctl_hdr *h = hdr();
+		*h = {};
+		h->length = sizeof(raw);
+		h->object_id = object_id;
+		h->method_id = method_id;
+		h->num_attrs = 1;
+		h->driver_id = driver_id;
+		struct ib_uverbs_attr *a = attr();
+		*a = {};
+		a->attr_id = attr_id;
+		a->len = len;
+		a->flags = UVERBS_ATTR_F_MANDATORY;
+		a->data = data;
+	}
+	// 0 or the kernel's errno (errno is left alone).
+	int run(int fd) noexcept
+	{
+		if (!g_syscalls.ioctl(fd, RDMA_VERBS_IOCTL, hdr()))
+			return 0;
+		return errno ? errno : EIO;
+	}
+};
+
+} // namespace
+
 bool probe_ioctl_write(int cmd_fd, uint32_t driver_id) noexcept
 {
 	if (cmd_fd < 0)
 		return false;
 	int saved = errno;
-	CommandBuffer cmdb(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, 1);
-	if (!cmdb.ok()) {
-		errno = saved;
-		return false;
-	}
 	// No CORE_IN: a kernel with the tunnel answers ENOSPC (request too short).
-	cmdb.const_in(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_QUERY_DEVICE);
-	int rc = run_ioctl_fd(cmd_fd, driver_id, cmdb.get());
+	OneAttrIoctl probe(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, driver_id, UVERBS_ATTR_WRITE_CMD,
+			   sizeof(uint64_t), IB_USER_VERBS_CMD_QUERY_DEVICE);
+	int rc = probe.run(cmd_fd);
 	errno = saved;
 	return rc != EPROTONOSUPPORT && rc != ENOTTY;
 }
@@ -358,14 +295,15 @@ bool probe_ioctl_write(int cmd_fd) noexcept
 
 int alloc_async_fd(struct ibv_context *context) noexcept
 {
-	CommandBuffer cmdb(UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, 1);
-	if (!cmdb.ok())
-		return fail(ENOMEM);
-	struct ib_uverbs_attr *handle = cmdb.out_fd(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE);
-	int ret = run_ioctl(context, cmdb.get());
-	if (ret)
-		return ret;
-	context->async_fd = read_fd(handle);
+	if (!context)
+		return fail(EINVAL);
+	struct verbs_ex_private *priv = priv_of(context);
+	// The FD_OUT attribute: data 0, the kernel writes the new fd there.
+	OneAttrIoctl cmd(UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, priv ? priv->driver_id : 0,
+			 UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, 0, 0);
+	if (int ret = cmd.run(context->cmd_fd))
+		return fail(ret);
+	context->async_fd = read_fd(cmd.attr());
 	return 0;
 }
 
@@ -409,7 +347,7 @@ Fallback ioctl_or_legacy(struct ibv_context *ctx, unsigned int cmd_bit,
 	if (bits[cmd_bit / 64] & (1ULL << (cmd_bit % 64)))
 		return legacy_mode(cmdb, ret);
 
-	*ret = run_ioctl(ctx, cmdb);
+	*ret = send_ioctl(ctx->cmd_fd, priv->driver_id, cmdb);
 	if (*ret == 0)
 		return Fallback::Success;
 
@@ -542,27 +480,20 @@ int write_raw_ex(uint32_t cmdnum, struct ibv_context *ctx, void *req, void *resp
 // command, and the tunnel is used instead. Sizes that are not whole words
 // of the protocol (4 bytes, 8 for extended commands) cannot be expressed in
 // a write() header; they also take the tunnel when there is one.
-int send_write(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
-		      size_t req_size, void *resp, size_t core_resp_size, size_t resp_size) noexcept
+int send_write_slow(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
+		    size_t req_size, void *resp, size_t core_resp_size, size_t resp_size, ssize_t written) noexcept
 {
-	// Sizes are whole dwords in every provider's layout; a remainder is
-	// dropped as the kernel protocol cannot express it.
-	if (!ctx || !req || core_req_size < kHdrSize || req_size < core_req_size || resp_size < core_resp_size ||
-	    req_size / 4 > UINT16_MAX || resp_size / 4 > UINT16_MAX)
-		return fail(EINVAL);
-
-	int ret = EACCES;
-	if (((req_size | resp_size) & 3) == 0 || !has_tunnel(ctx)) {
-		struct ib_uverbs_cmd_hdr *hdr = static_cast<struct ib_uverbs_cmd_hdr *>(req);
-		hdr->command = method;
-		hdr->in_words = (uint16_t)(req_size / 4);
-		hdr->out_words = (uint16_t)(resp_size / 4);
-		ret = do_write(ctx->cmd_fd, req, req_size);
-	}
+	int ret;
+	if (written == kWriteNotTried)
+		ret = has_tunnel(ctx) ? EACCES : do_write(ctx->cmd_fd, req, req_size);
+	else if (written < 0)
+		ret = errno ? errno : EIO;
+	else
+		ret = EIO; // a short write
 	if (ret == EACCES && has_tunnel(ctx))
 		return ioctl_write(ctx, method, static_cast<char *>(req) + kHdrSize, core_req_size - kHdrSize,
 				   req_size - kHdrSize, resp, core_resp_size, resp_size);
-	return ret ? fail(ret) : 0;
+	return fail(ret);
 }
 
 int send_write_ex(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,

@@ -24,8 +24,10 @@
 
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace ov::kernel {
@@ -85,11 +87,41 @@ int run_ioctl_fd(int fd, uint32_t driver_id, struct ibv_command_buffer *cmd) noe
 // laid out exactly as DECLARE_COMMAND_BUFFER_LINK does (struct
 // ibv_command_buffer immediately followed by its ib_uverbs_attr array).
 // Small buffers live inline; larger ones on the heap (ok() false on ENOMEM).
+//
+// Everything here is inline: most commands have a fixed number of
+// attributes with constant ids, and the compiler folds a command's buffer
+// into a handful of stores.
 class CommandBuffer {
 public:
 	CommandBuffer(uint16_t object_id, uint16_t method_id, unsigned int own,
-		      struct ibv_command_buffer *link = nullptr) noexcept;
-	~CommandBuffer();
+		      struct ibv_command_buffer *link = nullptr) noexcept
+	{
+		unsigned int total = link ? final_num_attrs(own, link) : own;
+		void *mem = storage_;
+		if (total > kInlineAttrs) {
+			heap_ = std::malloc(sizeof(struct ibv_command_buffer) +
+					    (size_t)total * sizeof(struct ib_uverbs_attr));
+			if (!heap_)
+				return;
+			mem = heap_;
+		}
+		// Only the head is cleared: next() writes every attribute it
+		// hands out whole, and nothing past next_attr is read or sent.
+		cmd_ = static_cast<struct ibv_command_buffer *>(mem);
+		*cmd_ = {};
+		cmd_->next = link;
+		cmd_->hdr.object_id = object_id;
+		cmd_->hdr.method_id = method_id;
+		cmd_->next_attr = cmd_->hdr.attrs;
+		cmd_->last_attr = cmd_->hdr.attrs + total;
+		cmd_->uhw_in_idx = kNoUhwIndex;
+		cmd_->uhw_out_idx = kNoUhwIndex;
+	}
+	~CommandBuffer()
+	{
+		if (heap_)
+			std::free(heap_);
+	}
 	CommandBuffer(const CommandBuffer &) = delete;
 	CommandBuffer &operator=(const CommandBuffer &) = delete;
 
@@ -102,20 +134,66 @@ public:
 	// cmd_ioctl.h helpers: every attribute starts MANDATORY, inputs of at
 	// most 8 bytes are inlined into .data, larger ones are pointers, lengths
 	// above 65535 set buffer_error.
-	struct ib_uverbs_attr *next(uint16_t attr_id) noexcept;
-	struct ib_uverbs_attr *in(uint16_t attr_id, const void *data, size_t len) noexcept;
+	struct ib_uverbs_attr *next(uint16_t attr_id) noexcept
+	{
+		if (cmd_->next_attr >= cmd_->last_attr) {
+			cmd_->buffer_error = 1;
+			return nullptr;
+		}
+		struct ib_uverbs_attr *attr = cmd_->next_attr++;
+		*attr = {};
+		attr->attr_id = attr_id;
+		attr->flags = UVERBS_ATTR_F_MANDATORY;
+		return attr;
+	}
+	struct ib_uverbs_attr *in(uint16_t attr_id, const void *data, size_t len) noexcept
+	{
+		if (len > sizeof(ib_uverbs_attr::data)) // larger inputs go by pointer
+			return by_pointer(attr_id, data, len);
+		struct ib_uverbs_attr *attr = sized(attr_id, len);
+		if (attr)
+			std::memcpy(&attr->data, data, len);
+		return attr;
+	}
 	struct ib_uverbs_attr *in_u32(uint16_t attr_id, uint32_t v) noexcept { return in(attr_id, &v, sizeof(v)); }
 	struct ib_uverbs_attr *in_u64(uint16_t attr_id, uint64_t v) noexcept { return in(attr_id, &v, sizeof(v)); }
 	struct ib_uverbs_attr *const_in(uint16_t attr_id, uint64_t v) noexcept { return in_u64(attr_id, v); }
-	struct ib_uverbs_attr *in_obj(uint16_t attr_id, uint32_t handle) noexcept;
+	struct ib_uverbs_attr *in_obj(uint16_t attr_id, uint32_t handle) noexcept
+	{
+		struct ib_uverbs_attr *attr = next(attr_id);
+		if (attr)
+			attr->data = handle; // IDR attributes carry the handle in .data
+		return attr;
+	}
 	struct ib_uverbs_attr *out_obj(uint16_t attr_id) noexcept { return in_obj(attr_id, 0); }
-	struct ib_uverbs_attr *in_fd(uint16_t attr_id, int fd) noexcept;
-	struct ib_uverbs_attr *out_fd(uint16_t attr_id) noexcept;
-	struct ib_uverbs_attr *out(uint16_t attr_id, void *data, size_t len) noexcept;
-	struct ib_uverbs_attr *in_enum(uint16_t attr_id, uint8_t elem_id, const void *data, size_t len) noexcept;
+	struct ib_uverbs_attr *in_fd(uint16_t attr_id, int fd) noexcept
+	{
+		if (fd == -1)
+			return nullptr;
+		struct ib_uverbs_attr *attr = next(attr_id);
+		if (attr)
+			attr->data = (uint64_t)(int64_t)fd;
+		return attr;
+	}
+	// data 0; the kernel writes the new fd there
+	struct ib_uverbs_attr *out_fd(uint16_t attr_id) noexcept { return next(attr_id); }
+	struct ib_uverbs_attr *out(uint16_t attr_id, void *data, size_t len) noexcept
+	{
+		return by_pointer(attr_id, data, len);
+	}
+	struct ib_uverbs_attr *in_enum(uint16_t attr_id, uint8_t elem_id, const void *data, size_t len) noexcept
+	{
+		struct ib_uverbs_attr *attr = in(attr_id, data, len);
+		if (attr)
+			attr->attr_data.enum_data.elem_id = elem_id;
+		return attr;
+	}
 	// UHW_IN kept as a pointer until execute_ioctl (needed by the legacy
 	// fallback, which builds the write request in the headroom before it).
-	struct ib_uverbs_attr *in_uhw(uint16_t attr_id, const void *data, size_t len) noexcept;
+	struct ib_uverbs_attr *in_uhw(uint16_t attr_id, const void *data, size_t len) noexcept
+	{
+		return by_pointer(attr_id, data, len);
+	}
 	template <class T> struct ib_uverbs_attr *in_ptr(uint16_t id, const T *p) noexcept { return in(id, p, sizeof(*p)); }
 	template <class T> struct ib_uverbs_attr *out_ptr(uint16_t id, T *p) noexcept { return out(id, p, sizeof(*p)); }
 
@@ -128,11 +206,29 @@ public:
 	void set_uhw(const void *req, size_t core_req_size, size_t req_size, void *resp,
 		     size_t core_resp_size, size_t resp_size) noexcept;
 
+	// _UHW_NO_INDEX of cmd_ioctl.h: no UHW attribute recorded.
+	static constexpr uint8_t kNoUhwIndex = 0xFF;
+
 private:
 	// The next attribute with its length set (beyond 16 bits: buffer_error).
-	struct ib_uverbs_attr *sized(uint16_t attr_id, size_t len) noexcept;
+	struct ib_uverbs_attr *sized(uint16_t attr_id, size_t len) noexcept
+	{
+		struct ib_uverbs_attr *attr = next(attr_id);
+		if (!attr)
+			return nullptr;
+		if (len > UINT16_MAX)
+			cmd_->buffer_error = 1;
+		attr->len = (uint16_t)len;
+		return attr;
+	}
 	// Same, with .data pointing at `data` (the kernel reads or writes there).
-	struct ib_uverbs_attr *by_pointer(uint16_t attr_id, const void *data, size_t len) noexcept;
+	struct ib_uverbs_attr *by_pointer(uint16_t attr_id, const void *data, size_t len) noexcept
+	{
+		struct ib_uverbs_attr *attr = sized(attr_id, len);
+		if (attr)
+			attr->data = (uint64_t)(uintptr_t)data;
+		return attr;
+	}
 
 	static constexpr unsigned kInlineAttrs = 24;
 	struct ibv_command_buffer *cmd_ = nullptr;
@@ -188,12 +284,58 @@ int write_raw_ex(uint32_t cmdnum, struct ibv_context *ctx, void *req, void *resp
 // Same, storing `resp` in the request's leading `response` field first.
 int write_bufs(uint32_t cmdnum, struct ibv_context *ctx, void *req, void *resp) noexcept;
 
+// Header sizes of the write() protocol (plain and extended).
+inline constexpr size_t kHdrSize = sizeof(struct ib_uverbs_cmd_hdr);
+inline constexpr size_t kExHdrSize = sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_ex_cmd_hdr);
+
+// The table in use, for the inline fast paths below.
+extern Syscalls g_syscalls;
+
+// send_write's cases off the fast path: sizes that are not whole words
+// (written == kWriteNotTried: the tunnel when there is one, else write()),
+// a failed or short write() (written = its result): EACCES retries through
+// the tunnel, anything else is the answer.
+inline constexpr ssize_t kWriteNotTried = -2;
+int send_write_slow(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
+		    size_t req_size, void *resp, size_t core_resp_size, size_t resp_size, ssize_t written) noexcept;
+
 // A write command given as the provider's struct ibv_<cmd> (header first):
 // `req` points at the ib_uverbs_cmd_hdr, core_req_size includes the header,
-// req_size adds the driver data; likewise for the response. Tunnels through
-// INVOKE_WRITE when priv->use_ioctl_write.
-int send_write(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
-		      size_t req_size, void *resp, size_t core_resp_size, size_t resp_size) noexcept;
+// req_size adds the driver data; likewise for the response (reached by the
+// kernel through the request's `response` field, which the caller sets).
+//
+// Write commands go to the kernel through write() even when the context
+// has the INVOKE_WRITE tunnel: the kernel runs the same handler with the
+// same request, response and driver data either way (core sizes are the
+// uapi structs on both paths), and write() costs a fraction of the
+// userspace work of building an attribute chain. The one case where the
+// two differ is a process whose credentials changed after the device was
+// opened: the kernel then refuses write() with EACCES before looking at the
+// command, and the tunnel is used instead. Sizes that are not whole 4-byte
+// words cannot be expressed in a write() header; they also take the tunnel
+// when there is one. Inline: the checks fold into a few instructions at
+// each call site.
+inline int send_write(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
+		      size_t req_size, void *resp, size_t core_resp_size, size_t resp_size) noexcept
+{
+	if (!ctx || !req || core_req_size < kHdrSize || req_size < core_req_size || resp_size < core_resp_size ||
+	    req_size / 4 > UINT16_MAX || resp_size / 4 > UINT16_MAX) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	if ((req_size | resp_size) & 3)
+		return send_write_slow(ctx, method, req, core_req_size, req_size, resp, core_resp_size, resp_size,
+				       kWriteNotTried);
+	struct ib_uverbs_cmd_hdr *hdr = static_cast<struct ib_uverbs_cmd_hdr *>(req);
+	hdr->command = method;
+	hdr->in_words = (uint16_t)(req_size / 4);
+	hdr->out_words = (uint16_t)(resp_size / 4);
+	ssize_t n = g_syscalls.write(ctx->cmd_fd, req, req_size);
+	if (n == (ssize_t)req_size)
+		return 0;
+	return send_write_slow(ctx, method, req, core_req_size, req_size, resp, core_resp_size, resp_size, n);
+}
+
 // Extended: `req` points at the ib_uverbs_cmd_hdr followed by
 // ib_uverbs_ex_cmd_hdr; core_req_size includes both headers.
 int send_write_ex(struct ibv_context *ctx, uint32_t method, void *req, size_t core_req_size,
@@ -209,8 +351,6 @@ template <class Core> struct LegacyReqEx {
 	struct ib_uverbs_ex_cmd_hdr ex_hdr;
 	Core core;
 };
-inline constexpr size_t kHdrSize = sizeof(struct ib_uverbs_cmd_hdr);
-inline constexpr size_t kExHdrSize = sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_ex_cmd_hdr);
 
 // Sends a core-only legacy command (no driver data): fills `response`.
 template <class Core, class Resp>
