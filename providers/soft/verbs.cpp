@@ -1614,7 +1614,11 @@ static int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			      struct ibv_recv_wr **bad)
 {
 	SoftSrq *srq = to_ssrq(ibsrq);
-	return post_recv_ring(srq->ring, srq->max_sge, wr, bad);
+	// Against a concurrent resize (which moves the queue to a new ring).
+	pthread_mutex_lock(&srq->post_lock);
+	int rc = post_recv_ring(srq->ring, srq->max_sge, wr, bad);
+	pthread_mutex_unlock(&srq->post_lock);
+	return rc;
 }
 
 static int soft_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num)
