@@ -611,6 +611,7 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 		if (connected) {
 			d.state.store(IBV_QPS_ERR);
 			d.remote_error.store(1);
+			d.error_seq.fetch_add(1);
 		}
 		return st == IBV_WC_LOC_LEN_ERR ? DV_LEN_ERR : DV_PROT_ERR;
 	}

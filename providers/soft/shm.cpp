@@ -615,8 +615,9 @@ bool qp_hand_over(SegmentHeader *h, uint32_t qp)
 			continue;
 		q.owner = r.proc;
 		q.owner_pid = h->procs[r.proc].pid;
-		// Events went to the old owner's async pipe; the new owner's is not
-		// known here, so asynchronous events of this QP stop.
+		// The old owner's event pipe is gone. Affiliated events of an XRC
+		// receive QP do not depend on the owner: every holder's watchdog
+		// reports them for its own handle (verbs.cpp, xrc_recv_watch).
 		q.async_fd = -1;
 		q.async_ino = 0;
 		q.user_handle = 0;

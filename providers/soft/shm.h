@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 6;
+inline constexpr uint32_t kLayoutVersion = 7;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -109,6 +109,9 @@ struct QpEntry {
 	uint32_t async_ino;
 	std::atomic<uint32_t> remote_error; // a peer put this QP in error
 	std::atomic<uint32_t> recv_lock;    // serialises delivery into the RQ (spin)
+	// Counts the times peers put this QP in error; never reset, so every
+	// holder of an XRC receive QP tells a new error from one it reported.
+	std::atomic<uint32_t> error_seq;
 };
 
 struct CqEntry {

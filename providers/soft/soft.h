@@ -248,6 +248,8 @@ struct SoftQp {
 	uint32_t staged_cap;
 	int staged_err;
 	bool flushed;
+	// XRC_RECV handles: the QpEntry::error_seq last reported to this handle.
+	uint32_t fatal_seen;
 	SoftQp *next;
 };
 

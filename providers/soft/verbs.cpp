@@ -101,10 +101,32 @@ __attribute__((destructor)) static void soft_exit()
 
 // ------------------------------------------------------------------ progress thread
 
+// An XRC receive QP has no send queue and may be held by several processes
+// (its creator and everyone who opened it). Like the kernel, which hands an
+// affiliated event of such a QP to every holder, each holder's watchdog
+// reports the QP's fatal error for its own handle, whichever process owns
+// the QP at that moment (the owner may have exited and handed it over).
+static void xrc_recv_watch(SoftContext *ctx, SoftQp *qp)
+{
+	QpEntry &e = ctx->seg->hdr->qps[qp->slot];
+	uint32_t seq = e.error_seq.load();
+	if (seq == qp->fatal_seen || e.slot.load() != SLOT_LIVE ||
+	    e.qp_type != IBV_QPT_XRC_RECV || e.state.load() != IBV_QPS_ERR ||
+	    !e.remote_error.load())
+		return;
+	qp->fatal_seen = seq;
+	async_notify(ctx->seg, self_pid(), ctx->vctx.context.async_fd, ctx->async_ino,
+		     uint64_t(uintptr_t(&qp->vqp.qp)), IBV_EVENT_QP_FATAL);
+}
+
 static void watchdog(SoftContext *ctx)
 {
 	Segment *seg = ctx->seg;
 	for (SoftQp *qp = ctx->qps; qp; qp = qp->next) {
+		if (qp->type == IBV_QPT_XRC_RECV) {
+			xrc_recv_watch(ctx, qp);
+			continue;
+		}
 		if (qp->opened || !qp->sq)
 			continue;
 		QpEntry &e = seg->hdr->qps[qp->slot];
@@ -1950,6 +1972,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	e.async_ino = ctx->async_ino;
 	e.remote_error.store(0);
 	e.recv_lock.store(0);
+	qp->fatal_seen = e.error_seq.load();
 	e.slot.store(SLOT_LIVE, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 
@@ -2072,6 +2095,7 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 		return nullptr;
 	}
 	e.handles++;
+	qp->fatal_seen = e.error_seq.load(); // errors before the open are not ours
 	shm_unlock(&seg->hdr->lock);
 	qp->ctx = ctx;
 	qp->type = IBV_QPT_XRC_RECV;
@@ -2091,6 +2115,7 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 	qp->vqp.xrcd = &x->vxrcd;
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp_link(ctx, qp);
+	ensure_thread(ctx); // its watchdog reports the QP's events to this handle
 	return &qp->vqp.qp;
 }
 

@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
@@ -234,6 +235,76 @@ TEST(XrcdProcesses, CloseLegacyDomainWithLiveResourcesIsEbusy)
 	EXPECT_EQ(p.cmd("destroysrq 0"), "ok");
 	EXPECT_EQ(p.cmd("lclose 0"), "ok");
 	EXPECT_EQ(p.cmd("lclose 0"), err(EINVAL)); // closed already
+}
+
+// ------------------------------------------------------------------ receive-QP events reach every holder
+
+// A fatal error of an XRC receive QP (a message longer than the receive
+// buffer puts it in error) is reported to every process that holds the QP,
+// each with its own handle, as the kernel does for XRC target QPs; and still
+// after the creator died and another holder took the QP over.
+// The next QP event of a peer (other events, e.g. the port-active event of a
+// fresh context, are skipped): "ok TYPE QPN", or "ok none" after ms.
+std::string next_qp_event(Peer &p, int ms)
+{
+	for (;;) {
+		std::string r = p.cmd("event %d", ms);
+		if (r.rfind("ok ", 0) != 0 || r == "ok none" ||
+		    std::count(r.begin(), r.end(), ' ') == 2)
+			return r;
+	}
+}
+
+TEST(XrcdProcesses, ReceiveQpFatalEventReachesEveryHolder)
+{
+	TempDir tmp;
+	const std::string f = tmp.file("domain");
+	Peer sender, creator, holder;
+	ASSERT_PEER(sender);
+	ASSERT_PEER(creator);
+	ASSERT_PEER(holder);
+	unsigned sqpn = PeerProcess::value(sender.cmd("sender 0"));
+	ASSERT_NE(sqpn, ~0u);
+	ASSERT_EQ(creator.cmd("xrcd 0 %s %d", f.c_str(), O_CREAT), "ok");
+	unsigned rqpn = PeerProcess::value(creator.cmd("rqp 0 0"));
+	ASSERT_NE(rqpn, ~0u);
+	ASSERT_EQ(creator.cmd("rconnect 0 %u", sqpn), "ok");
+	ASSERT_EQ(holder.cmd("xrcd 0 %s 0", f.c_str()), "ok");
+	ASSERT_EQ(PeerProcess::value(holder.cmd("openqp 0 0 %u", rqpn)), rqpn);
+	unsigned srqn = PeerProcess::value(holder.cmd("xsrq 1 0"));
+	ASSERT_NE(srqn, ~0u);
+	ASSERT_EQ(holder.cmd("post 1 8"), "ok");
+	ASSERT_EQ(sender.cmd("sconnect 0 %u", rqpn), "ok");
+	EXPECT_EQ(sender.cmd("send 0 %u hello", srqn), "ok 0");
+	EXPECT_EQ(holder.cmd("poll 1 5000"), "ok 1 0:hello");
+	EXPECT_EQ(next_qp_event(creator, 100), "ok none");
+	EXPECT_EQ(next_qp_event(holder, 100), "ok none");
+
+	const std::string fatal =
+		"ok " + std::to_string(IBV_EVENT_QP_FATAL) + " " + std::to_string(rqpn);
+	std::string r = sender.cmd("bigsend 0 %u 200", srqn);
+	EXPECT_EQ(r.rfind("ok ", 0), 0u) << r;
+	EXPECT_NE(r, "ok 0") << "a message longer than the receive must fail";
+	EXPECT_EQ(holder.cmd("poll 1 5000"), "ok 1 " + std::to_string(IBV_WC_LOC_LEN_ERR) + ":-");
+	EXPECT_EQ(next_qp_event(creator, 5000), fatal);
+	EXPECT_EQ(next_qp_event(holder, 5000), fatal);
+	EXPECT_EQ(next_qp_event(creator, 200), "ok none") << "one event per error";
+	EXPECT_EQ(next_qp_event(holder, 200), "ok none") << "one event per error";
+
+	// The creator dies: the holder keeps the QP, resets it and connects it
+	// to a new sender QP; the QP's next error is reported to the holder.
+	creator.kill_now();
+	unsigned sqpn2 = PeerProcess::value(sender.cmd("sender 1"));
+	ASSERT_NE(sqpn2, ~0u);
+	ASSERT_EQ(holder.cmd("rreset 0"), "ok");
+	ASSERT_EQ(holder.cmd("rconnect 0 %u", sqpn2), "ok");
+	ASSERT_EQ(sender.cmd("sconnect 1 %u", rqpn), "ok");
+	EXPECT_EQ(sender.cmd("send 1 %u again", srqn), "ok 0");
+	EXPECT_EQ(holder.cmd("poll 1 5000"), "ok 1 0:again");
+	r = sender.cmd("bigsend 1 %u 300", srqn);
+	EXPECT_NE(r, "ok 0") << r;
+	EXPECT_EQ(next_qp_event(holder, 5000), fatal);
+	EXPECT_EQ(next_qp_event(holder, 200), "ok none");
 }
 
 // ------------------------------------------------------------------ legacy receive QPs, three processes

@@ -26,6 +26,11 @@
 //   sender S               XRC_SEND QP                        -> ok QPN
 //   sconnect S DEST        INIT, RTR (dest QPN), RTS
 //   send S SRQN TEXT       one signalled SEND, waits for it   -> ok STATUS
+//   bigsend S SRQN LEN     the same with LEN bytes (up to 4096; larger than a
+//                          64-byte receive: a length error at the responder)
+//   rreset S               modify QP S to RESET
+//   event MS               the next asynchronous event within MS ms
+//                          -> ok TYPE QPN (QP events) | ok TYPE | ok none
 //   crash                  SIGKILL itself (no clean-up at all)
 //   quit                   exits 0 without freeing anything
 #include <infiniband/legacy_xrc.h>
@@ -37,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <poll.h>
 #include <string>
 #include <time.h>
 #include <unistd.h>
@@ -323,10 +329,13 @@ void run(const char *line)
 						       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 						       IBV_QP_MAX_QP_RD_ATOMIC));
 	}
-	if (c == "send" && sscanf(line, "%*s %d %u %63s", &a, &u, text) == 3 && slot_ok(a)) {
+	bool big = c == "bigsend" && sscanf(line, "%*s %d %u %u", &a, &u, &v) == 3 && slot_ok(a) &&
+		   v > 0 && v <= unsigned(kBufs * kMsg);
+	if (big || (c == "send" && sscanf(line, "%*s %d %u %63s", &a, &u, text) == 3 &&
+		    slot_ok(a))) {
 		char *sbuf = g_buf[kBufs];
-		snprintf(sbuf, kMsg, "%s", text);
-		ibv_sge sge = {uintptr_t(sbuf), uint32_t(strlen(sbuf) + 1), g_mr->lkey};
+		snprintf(sbuf, kMsg, "%s", big ? "big" : text);
+		ibv_sge sge = {uintptr_t(sbuf), big ? v : uint32_t(strlen(sbuf) + 1), g_mr->lkey};
 		ibv_send_wr wr = {}, *bad = nullptr;
 		wr.opcode = IBV_WR_SEND;
 		wr.sg_list = &sge;
@@ -347,6 +356,42 @@ void run(const char *line)
 			usleep(1000);
 		}
 		return reply_err(ETIMEDOUT);
+	}
+	if (c == "rreset" && sscanf(line, "%*s %d", &a) == 1 && slot_ok(a)) {
+		ibv_qp_attr attr = {};
+		attr.qp_state = IBV_QPS_RESET;
+		return reply_ret(ibv_modify_qp(g_qp[a], &attr, IBV_QP_STATE));
+	}
+	if (c == "event" && sscanf(line, "%*s %u", &u) == 1) {
+		pollfd pfd = {g_ctx->async_fd, POLLIN, 0};
+		int n = poll(&pfd, 1, int(u));
+		if (n < 0)
+			return reply_err(errno);
+		if (n == 0)
+			return (void)printf("ok none\n");
+		ibv_async_event ev;
+		if (ibv_get_async_event(g_ctx, &ev))
+			return reply_err(errno);
+		unsigned type = unsigned(ev.event_type);
+		unsigned qpn = 0;
+		bool qp_event = true;
+		switch (ev.event_type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_COMM_EST:
+		case IBV_EVENT_SQ_DRAINED:
+		case IBV_EVENT_PATH_MIG:
+		case IBV_EVENT_PATH_MIG_ERR:
+		case IBV_EVENT_QP_LAST_WQE_REACHED:
+			qpn = ev.element.qp ? ev.element.qp->qp_num : 0;
+			break;
+		default:
+			qp_event = false;
+		}
+		ibv_ack_async_event(&ev);
+		return qp_event ? (void)printf("ok %u %u\n", type, qpn)
+				: (void)printf("ok %u\n", type);
 	}
 	if (c == "crash") {
 		fflush(stdout);
