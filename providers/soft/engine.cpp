@@ -445,7 +445,7 @@ void qp_to_error(SoftQp *qp, bool fatal_event)
 		else if (qp->scq)
 			cq_push(seg, qp->scq->slot, wc, false);
 		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
-		qp->sq_count--;
+		sq_set_pending(qp, qp->sq_count - 1);
 	}
 	flush_rq(qp);
 	qp->flushed = true;
@@ -1226,7 +1226,7 @@ static void run_queue(SoftQp *qp, bool force)
 			return;
 		w.due_ns = 0;
 		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
-		qp->sq_count--;
+		sq_set_pending(qp, qp->sq_count - 1);
 		if (r == EX_FAILED) {
 			qp_to_error(qp, false); // flushes what follows
 			return;
@@ -1234,12 +1234,16 @@ static void run_queue(SoftQp *qp, bool force)
 	}
 }
 
-void progress_qp(SoftQp *qp, bool force)
+uint64_t progress_qp(SoftQp *qp, bool force)
 {
 	if (!qp_sq_trylock(qp))
-		return;
+		return 1;
 	run_queue(qp, force);
+	uint64_t due = 0;
+	if (qp->sq_count)
+		due = qp->sq[qp->sq_head].due_ns ? qp->sq[qp->sq_head].due_ns : 1;
 	qp_sq_unlock(qp);
+	return due;
 }
 
 // Validates and queues n work requests, then runs the queue.
@@ -1276,7 +1280,7 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 		slot.rnr_left = qp->attr.rnr_retry;
 		slot.retry_left = qp->attr.retry_cnt;
 		slot.due_ns = 0;
-		qp->sq_count++;
+		sq_set_pending(qp, qp->sq_count + 1);
 		++*done;
 	}
 	return 0;
@@ -1447,7 +1451,7 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 				memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
 				if (w->inline_len)
 					memcpy(slot.inline_data, w->inline_data, w->inline_len);
-				qp->sq_count = 1;
+				sq_set_pending(qp, 1);
 			}
 			continue;
 		}

@@ -253,6 +253,18 @@ struct SoftQp {
 	SoftQp *next;
 };
 
+// sq_count is changed under the send-queue guard only, but the progress
+// thread peeks at it without the guard (to skip idle QPs): those changes and
+// the peek are relaxed atomic accesses (plain moves on x86).
+static inline uint32_t sq_pending(const SoftQp *qp)
+{
+	return __atomic_load_n(&qp->sq_count, __ATOMIC_RELAXED);
+}
+static inline void sq_set_pending(SoftQp *qp, uint32_t n)
+{
+	__atomic_store_n(&qp->sq_count, n, __ATOMIC_RELAXED);
+}
+
 // The thread-domain guard (SoftTd::busy): one atomic exchange to take it,
 // one release store to give it back.
 static inline void td_guard_lock(std::atomic<bool> *g)
@@ -334,7 +346,10 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 void lane_move(CqLane *l, struct ibv_wc *cells, uint32_t n);
 uint32_t lane_count(const CqLane *l);
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
-void progress_qp(SoftQp *qp, bool force);
+// Runs qp's queued send work if its send-queue guard is free. Returns when
+// what is left needs the progress thread again: 0 nothing left, 1 as soon as
+// possible (no due time, or the guard was busy), else a now_ns() time.
+uint64_t progress_qp(SoftQp *qp, bool force);
 void qp_to_error(SoftQp *qp, bool fatal_event);
 void flush_rq(SoftQp *qp);
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);

@@ -184,15 +184,15 @@ static void *progress_main(void *arg)
 		uint64_t next_due = now + 20000000ull;
 		pthread_mutex_lock(&ctx->lock);
 		for (SoftQp *qp = ctx->qps; qp; qp = qp->next) {
-			if (qp->sq_count) {
-				progress_qp(qp, false);
-				if (qp->sq_count) {
-					uint64_t due = qp->sq[qp->sq_head].due_ns;
-					if (!due)
-						due = now + 20000ull;
-					if (due < next_due)
-						next_due = due;
-				}
+			// A peek without the guard; the queue itself is read and run
+			// under it (for thread-domain QPs: between the application's
+			// verbs, see qp_sq_lock).
+			if (sq_pending(qp)) {
+				uint64_t due = progress_qp(qp, false);
+				if (due == 1)
+					due = now + 20000ull;
+				if (due && due < next_due)
+					next_due = due;
 			}
 		}
 		if (now - last_watch > 20000000ull) {
@@ -2443,7 +2443,8 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	} else if (next == IBV_QPS_RESET) {
 		qp_sq_lock(qp);
 		e.state.store(IBV_QPS_RESET);
-		qp->sq_head = qp->sq_count = 0;
+		qp->sq_head = 0;
+		sq_set_pending(qp, 0);
 		if (qp->rq) {
 			uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
 			while (ring_pop(qp->rq, buf, sizeof(RecvWqe)))
@@ -2459,7 +2460,7 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	s.qp_state = next;
 	s.cur_qp_state = next;
 	ibqp->state = next;
-	if (next == IBV_QPS_RTS && qp->sq_count)
+	if (next == IBV_QPS_RTS && sq_pending(qp))
 		progress_qp(qp, true);
 	return 0;
 }
