@@ -82,6 +82,47 @@ static bool key_lookup(Segment *seg, uint32_t key, MrEntry &out)
 	return e.kind.load(std::memory_order_relaxed) == kind && e.key == key;
 }
 
+// What the requester's own SGE check needs of a memory region.
+struct LocalMr {
+	uint32_t owner;
+	int32_t owner_pid;
+	uint32_t pd_id;
+	uint32_t access;
+	uint64_t addr;
+	uint64_t iova;
+	uint64_t length;
+};
+
+// Reads the fields of MR `key` that a local SGE check needs (no whole-entry
+// copy), then checks that the entry still holds the same live MR, as
+// key_lookup does. False if the key is unknown or not an MR.
+static inline bool local_mr_lookup(Segment *seg, uint32_t key, LocalMr &out)
+{
+	uint32_t slot = (key >> 8) - 1;
+	if ((key >> 8) == 0 || slot >= kMaxMrs)
+		return false;
+	MrEntry &e = seg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
+		return false;
+	out.owner = e.owner;
+	out.owner_pid = e.owner_pid;
+	out.pd_id = e.pd_id;
+	out.access = e.access;
+	out.addr = e.addr;
+	out.iova = e.iova;
+	out.length = e.length;
+	std::atomic_thread_fence(std::memory_order_acquire);
+	return e.kind.load(std::memory_order_relaxed) == KEY_MR && e.key == key;
+}
+
+static inline bool local_range_ok(const LocalMr &m, uint64_t addr, uint64_t len)
+{
+	if (addr < m.iova)
+		return false;
+	uint64_t off = addr - m.iova;
+	return off <= m.length && len <= m.length - off;
+}
+
 static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
 {
 	if (addr < m.iova)
@@ -92,20 +133,28 @@ static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
 
 // The bytes [addr, addr+len) of region m (of another process) mapped into
 // ours, or nullptr when the region is not backed by a shareable memfd.
+// The peer's part of direct_ptr: the region's memfd fields (see MrEntry).
+static uint8_t *peer_direct(int32_t pid, int32_t memfd, uint32_t ino, uint64_t memfd_off,
+			    uint64_t share_lo, uint64_t share_hi, uint64_t addr, uint64_t len)
+{
+	if (memfd < 0 || addr < share_lo || addr > share_hi || len > share_hi - addr)
+		return nullptr;
+	uint64_t size = 0;
+	uint8_t *base = peer_map(pid, memfd, ino, &size);
+	if (!base)
+		return nullptr;
+	uint64_t off = memfd_off + (addr - share_lo);
+	if (off > size || len > size - off)
+		return nullptr;
+	return base + off;
+}
+
 static uint8_t *direct_ptr(const MrEntry &m, uint64_t addr, uint64_t len)
 {
 	if (m.owner_pid == my_pid())
 		return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
-	if (m.memfd < 0 || addr < m.share_lo || addr > m.share_hi || len > m.share_hi - addr)
-		return nullptr;
-	uint64_t size = 0;
-	uint8_t *base = peer_map(m.owner_pid, m.memfd, m.memfd_ino, &size);
-	if (!base)
-		return nullptr;
-	uint64_t off = m.memfd_off + (addr - m.share_lo);
-	if (off > size || len > size - off)
-		return nullptr;
-	return base + off;
+	return peer_direct(m.owner_pid, m.memfd, m.memfd_ino, m.memfd_off, m.share_lo, m.share_hi,
+			   addr, len);
 }
 
 struct Iov {
@@ -129,13 +178,13 @@ static enum ibv_wc_status resolve_local(SoftQp *qp, const SoftWr &w, bool need_w
 		const struct ibv_sge &s = w.sge[i];
 		if (!s.length)
 			continue;
-		MrEntry m;
-		if (!key_lookup(seg, s.lkey, m) || m.kind.load() != KEY_MR ||
-		    m.owner != seg->my_proc || m.owner_pid != my_pid())
+		LocalMr m;
+		if (!local_mr_lookup(seg, s.lkey, m) || m.owner != seg->my_proc ||
+		    m.owner_pid != my_pid())
 			return IBV_WC_LOC_PROT_ERR;
 		if (m.pd_id != qp->pd_id && qp->pd_id)
 			return IBV_WC_LOC_PROT_ERR;
-		if (!range_ok(m, s.addr, s.length))
+		if (!local_range_ok(m, s.addr, s.length))
 			return IBV_WC_LOC_PROT_ERR;
 		if (need_write && !(m.access & IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
@@ -195,11 +244,37 @@ __attribute__((target("avx2"))) static void copy_avx2(uint8_t *d, const uint8_t 
 		memcpy(d + i, s + i, n - i);
 }
 
+// Copies n <= 16 bytes inline: every load before any store, so the ranges
+// may overlap.
+static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 8) {
+		uint64_t a, b;
+		__builtin_memcpy(&a, s, 8);
+		__builtin_memcpy(&b, s + n - 8, 8);
+		__builtin_memcpy(d, &a, 8);
+		__builtin_memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a, b;
+		__builtin_memcpy(&a, s, 4);
+		__builtin_memcpy(&b, s + n - 4, 4);
+		__builtin_memcpy(d, &a, 4);
+		__builtin_memcpy(d + n - 4, &b, 4);
+	} else if (n) {
+		uint8_t a = s[0], b = s[n / 2], c = s[n - 1];
+		d[0] = a;
+		d[n / 2] = b;
+		d[n - 1] = c;
+	}
+}
+
 // memmove semantics (the ranges may overlap within one process).
 static void copy_bytes(void *dst, const void *src, size_t n)
 {
 	auto *d = static_cast<uint8_t *>(dst);
 	auto *s = static_cast<const uint8_t *>(src);
+	if (n <= 16)
+		return copy_small(d, s, n);
 	if (n >= kVectorCopyMin && g_avx2 && (d + n <= s || s + n <= d)) {
 		copy_avx2(d, s, n);
 		return;
@@ -286,7 +361,11 @@ static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
 		softlog(3, "soft%d: completion event not delivered: %s", seg->index, strerror(rc));
 }
 
-int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited)
+// cq_push with the completion written in place by fill(struct ibv_wc &)
+// (the cell's ibv_wc, zeroed first); st is the status fill writes.
+template <class Fill>
+static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
+			       enum ibv_wc_status st, Fill fill)
 {
 	if (cq_slot >= kMaxCqs)
 		return EINVAL;
@@ -305,13 +384,20 @@ int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solici
 		return ENOSPC;
 	}
 	auto *cc = static_cast<CqeCell *>(cell);
-	cc->wc = wc;
+	cc->wc = {};
+	fill(cc->wc);
 	cc->solicited = solicited;
 	ring_publish(r, cell, pos);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
-	if (a && (a == 1 || solicited || wc.status != IBV_WC_SUCCESS))
+	if (a && (a == 1 || solicited || st != IBV_WC_SUCCESS))
 		cq_event(seg, c, a);
 	return 0;
+}
+
+int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited)
+{
+	return cq_push_fill(seg, cq_slot, solicited, wc.status,
+			    [&](struct ibv_wc &out) { out = wc; });
 }
 
 // The lane of a thread-domain CQ (with the ring) holds `capacity`
@@ -400,13 +486,13 @@ static void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, ui
 		return;
 	if (qp->lane)
 		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
-	struct ibv_wc wc = {};
-	wc.wr_id = w.wr_id;
-	wc.status = st;
-	wc.opcode = send_wc_opcode(w.opcode);
-	wc.qp_num = qp->qpn;
-	wc.byte_len = len;
-	cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+	cq_push_fill(qp->ctx->seg, qp->scq->slot, false, st, [&](struct ibv_wc &wc) {
+		wc.wr_id = w.wr_id;
+		wc.status = st;
+		wc.opcode = send_wc_opcode(w.opcode);
+		wc.qp_num = qp->qpn;
+		wc.byte_len = len;
+	});
 }
 
 void flush_rq(SoftQp *qp)
@@ -425,7 +511,7 @@ void flush_rq(SoftQp *qp)
 	}
 }
 
-// Caller holds qp->sq_lock.
+// Caller holds the send-queue guard (qp_sq_lock).
 void qp_to_error(SoftQp *qp, bool fatal_event)
 {
 	Segment *seg = qp->ctx->seg;
@@ -618,10 +704,11 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 	return DV_OK;
 }
 
-// Checks an rkey on the responder QP d for [addr, addr+len) and `need`
-// (IBV_ACCESS_REMOTE_*); returns the responder's virtual address.
-static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
-		       uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct)
+// check_rkey for every kind of key (memory windows too), on a copy of the
+// key's entry.
+static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn,
+						     uint32_t rkey, uint64_t addr, uint64_t len,
+						     uint32_t need, uint64_t *va, uint8_t **direct)
 {
 	MrEntry m;
 	if (!key_lookup(seg, rkey, m))
@@ -650,11 +737,69 @@ static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, u
 	return true;
 }
 
+// Checks an rkey on the responder QP d for [addr, addr+len) and `need`
+// (IBV_ACCESS_REMOTE_*); returns the responder's virtual address, and in
+// *direct our mapping of it (nullptr: none). A memory region's key is
+// checked on the few fields it needs, read in place and re-checked against
+// the entry's kind and key afterwards (as key_lookup does); windows take
+// check_rkey_full.
+static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
+		       uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct)
+{
+	uint32_t slot = (rkey >> 8) - 1;
+	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
+		return false;
+	MrEntry &e = seg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR)
+		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
+	if (e.key != rkey)
+		return false;
+	int32_t pid = e.owner_pid;
+	uint32_t pd_id = e.pd_id, access = e.access;
+	uint64_t base = e.addr, iova = e.iova, length = e.length;
+	bool mine = pid == my_pid();
+	int32_t memfd = -1;
+	uint32_t ino = 0;
+	uint64_t memfd_off = 0, share_lo = 0, share_hi = 0;
+	if (!mine) {
+		memfd = e.memfd;
+		ino = e.memfd_ino;
+		memfd_off = e.memfd_off;
+		share_lo = e.share_lo;
+		share_hi = e.share_hi;
+	}
+	std::atomic_thread_fence(std::memory_order_acquire);
+	if (e.kind.load(std::memory_order_relaxed) != KEY_MR || e.key != rkey)
+		return false;
+	if (pid != d.owner_pid)
+		return false;
+	if (d.pd_id && pd_id != d.pd_id)
+		return false;
+	if (!(access & need) || !(d.access & need))
+		return false;
+	if (addr < iova)
+		return false;
+	uint64_t off = addr - iova;
+	if (off > length || len > length - off)
+		return false;
+	*va = base + off;
+	*direct = mine ? reinterpret_cast<uint8_t *>(base + off)
+		       : peer_direct(pid, memfd, ino, memfd_off, share_lo, share_hi, addr, len);
+	return true;
+}
+
 // Copies to (to_remote) or from the responder's memory: straight through our
 // mapping of it when there is one, else with process_vm_*.
 static int move_remote(int32_t pid, const struct iovec *local, int nl, uint64_t va,
 		       uint8_t *direct, uint64_t len, bool to_remote)
 {
+	if (direct && nl == 1 && local[0].iov_len <= len) {
+		if (to_remote)
+			copy_bytes(direct, local[0].iov_base, local[0].iov_len);
+		else
+			copy_bytes(local[0].iov_base, direct, local[0].iov_len);
+		return 0;
+	}
 	if (direct) {
 		struct iovec dv = {direct, len};
 		return move_bytes(my_pid(), local, nl, &dv, 1, to_remote);
@@ -951,10 +1096,18 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		return rc ? fail(IBV_WC_RETRY_EXC_ERR) : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
 	// The responder's device (this one, or another soft device of the
 	// fabric); everything of the responder is looked up there.
-	Segment *rseg = responder_segment(qp, qp->attr.ah_attr);
-	if (!rseg) // no such device: never acknowledged
-		return rc ? retry_later(qp, w, false, 0)
-			  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+	// Cached per QP (the caller holds the send-queue guard): modify_qp
+	// forgets it when the address vector changes, and a forked child
+	// looks it up again in its own routes.
+	Segment *rseg = qp->rseg;
+	if (__builtin_expect(!rseg || qp->rseg_pid != my_pid(), 0)) {
+		rseg = responder_segment(qp, qp->attr.ah_attr);
+		if (!rseg) // no such device: never acknowledged
+			return rc ? retry_later(qp, w, false, 0)
+				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
+		qp->rseg = rseg;
+		qp->rseg_pid = my_pid();
+	}
 	QpEntry &d = rseg->hdr->qps[ds];
 	// The responder's process is checked at most once a millisecond; the
 	// context's watchdog also notices dead peers (QP fatal).
@@ -1395,10 +1548,12 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 			return EINVAL;
 		uint32_t off = 0;
 		for (int i = 0; i < wr->num_sge; i++) {
-			if (wr->sg_list[i].length)
-				memcpy(w.inline_data + off,
-				       reinterpret_cast<void *>(uintptr_t(wr->sg_list[i].addr)),
-				       wr->sg_list[i].length);
+			uint32_t len = wr->sg_list[i].length;
+			auto *src = reinterpret_cast<const uint8_t *>(uintptr_t(wr->sg_list[i].addr));
+			if (len <= 16)
+				copy_small(w.inline_data + off, src, len);
+			else
+				memcpy(w.inline_data + off, src, len);
 			off += wr->sg_list[i].length;
 		}
 		w.inline_len = off;
@@ -1408,8 +1563,8 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 		return 0;
 	}
 	w.num_sge = wr->num_sge;
-	if (wr->num_sge)
-		memcpy(w.sge, wr->sg_list, wr->num_sge * sizeof(struct ibv_sge));
+	for (int i = 0; i < wr->num_sge; i++)
+		w.sge[i] = wr->sg_list[i];
 	return 0;
 }
 

@@ -315,7 +315,12 @@ bool ring_pop(RingHeader *r, void *out, size_t bytes)
 		int64_t diff = int64_t(s) - int64_t(pos + 1);
 		if (diff == 0) {
 			if (r->deq.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-				memcpy(out, reinterpret_cast<uint8_t *>(seq) + 8, bytes);
+				const uint8_t *cell = reinterpret_cast<uint8_t *>(seq) + 8;
+				// A completion (the common size) is copied inline.
+				if (bytes == sizeof(struct ibv_wc))
+					memcpy(out, cell, sizeof(struct ibv_wc));
+				else
+					memcpy(out, cell, bytes);
 				seq->store(pos + r->capacity, std::memory_order_release);
 				return true;
 			}

@@ -242,6 +242,11 @@ struct SoftQp {
 	uint64_t remote_start;
 	uint64_t alive_checked_ns; // last time the responder's process was seen alive
 	uint64_t alive_tsc;        // time-stamp counter at the last liveness look (engine.cpp)
+	// The responder's device segment for attr.ah_attr (exec_wr's cache,
+	// under the send-queue guard; nullptr: look it up) and the process that
+	// looked it up (a forked child looks again).
+	Segment *rseg;
+	int32_t rseg_pid;
 	// qp_ex staging between wr_start and wr_complete.
 	SoftWr *staged;
 	uint32_t staged_count;

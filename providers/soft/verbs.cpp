@@ -2379,8 +2379,12 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		s.qp_access_flags = attr->qp_access_flags;
 		e.access = attr->qp_access_flags;
 	}
-	if (mask & IBV_QP_AV)
+	if (mask & IBV_QP_AV) {
 		s.ah_attr = attr->ah_attr;
+		qp_sq_lock(qp);
+		qp->rseg = nullptr; // exec_wr looks the responder's device up again
+		qp_sq_unlock(qp);
+	}
 	if (mask & IBV_QP_ALT_PATH) {
 		s.alt_ah_attr = attr->alt_ah_attr;
 		s.alt_pkey_index = attr->alt_pkey_index;
@@ -2439,7 +2443,6 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		} else {
 			qp_to_error(qp, false);
 		}
-		qp_sq_unlock(qp);
 	} else if (next == IBV_QPS_RESET) {
 		qp_sq_lock(qp);
 		e.state.store(IBV_QPS_RESET);
@@ -2453,13 +2456,16 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		e.remote_error.store(0);
 		qp->flushed = false;
 		qp->remote_pid = 0;
-		qp_sq_unlock(qp);
 	} else {
+		qp_sq_lock(qp);
 		e.state.store(next, std::memory_order_release);
 	}
+	// Still under the send-queue guard: the watchdog's qp_to_error writes
+	// the same fields under it.
 	s.qp_state = next;
 	s.cur_qp_state = next;
 	ibqp->state = next;
+	qp_sq_unlock(qp);
 	if (next == IBV_QPS_RTS && sq_pending(qp))
 		progress_qp(qp, true);
 	return 0;
