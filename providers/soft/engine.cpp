@@ -164,7 +164,8 @@ struct Iov {
 };
 
 // Resolves my own SGE list. need_write: the operation writes local memory.
-static enum ibv_wc_status resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
+static inline __attribute__((always_inline)) enum ibv_wc_status
+resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
 {
 	if (w.inline_len) {
 		out.v[0].iov_base = const_cast<uint8_t *>(w.inline_data);
@@ -480,12 +481,10 @@ static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
 	}
 }
 
-static void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+// A send completion into the send CQ's shared ring.
+static __attribute__((noinline)) void complete_send_ring(SoftQp *qp, const SoftWr &w,
+							 enum ibv_wc_status st, uint32_t len)
 {
-	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
-		return;
-	if (qp->lane)
-		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
 	cq_push_fill(qp->ctx->seg, qp->scq->slot, false, st, [&](struct ibv_wc &wc) {
 		wc.wr_id = w.wr_id;
 		wc.status = st;
@@ -493,6 +492,17 @@ static void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, ui
 		wc.qp_num = qp->qpn;
 		wc.byte_len = len;
 	});
+}
+
+// The send completion of w (when it is signaled, or failed): into the lane
+// of a thread-domain send CQ, else its shared ring.
+static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+{
+	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
+		return;
+	if (qp->lane)
+		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
+	complete_send_ring(qp, w, st, len);
 }
 
 void flush_rq(SoftQp *qp)
@@ -743,8 +753,9 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 // checked on the few fields it needs, read in place and re-checked against
 // the entry's kind and key afterwards (as key_lookup does); windows take
 // check_rkey_full.
-static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
-		       uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct)
+static inline __attribute__((always_inline)) bool
+check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr, uint64_t len,
+	   uint32_t need, uint64_t *va, uint8_t **direct)
 {
 	uint32_t slot = (rkey >> 8) - 1;
 	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
@@ -790,8 +801,9 @@ static bool check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, u
 
 // Copies to (to_remote) or from the responder's memory: straight through our
 // mapping of it when there is one, else with process_vm_*.
-static int move_remote(int32_t pid, const struct iovec *local, int nl, uint64_t va,
-		       uint8_t *direct, uint64_t len, bool to_remote)
+static inline __attribute__((always_inline)) int
+move_remote(int32_t pid, const struct iovec *local, int nl, uint64_t va, uint8_t *direct,
+	    uint64_t len, bool to_remote)
 {
 	if (direct && nl == 1 && local[0].iov_len <= len) {
 		if (to_remote)
