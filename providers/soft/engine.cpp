@@ -134,15 +134,27 @@ static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
 // The bytes [addr, addr+len) of region m (of another process) mapped into
 // ours, or nullptr when the region is not backed by a shareable memfd.
 // The peer's part of direct_ptr: the region's memfd fields (see MrEntry).
-static uint8_t *peer_direct(int32_t pid, int32_t memfd, uint32_t ino, uint64_t memfd_off,
-			    uint64_t share_lo, uint64_t share_hi, uint64_t addr, uint64_t len)
+// pc: the caller's cache of the last mapping (or nullptr), tried first.
+static uint8_t *peer_direct(SoftQp::PeerCache *pc, int32_t pid, int32_t memfd, uint32_t ino,
+			    uint64_t memfd_off, uint64_t share_lo, uint64_t share_hi, uint64_t addr,
+			    uint64_t len)
 {
 	if (memfd < 0 || addr < share_lo || addr > share_hi || len > share_hi - addr)
 		return nullptr;
 	uint64_t size = 0;
-	uint8_t *base = peer_map(pid, memfd, ino, &size);
-	if (!base)
-		return nullptr;
+	uint8_t *base;
+	uint64_t gen = g_peer_map_generation.load(std::memory_order_acquire);
+	if (pc && pc->base && pc->gen == gen && pc->pid == pid && pc->fd == memfd &&
+	    pc->ino == ino) {
+		base = pc->base;
+		size = pc->size;
+	} else {
+		base = peer_map(pid, memfd, ino, &size);
+		if (!base)
+			return nullptr;
+		if (pc)
+			*pc = SoftQp::PeerCache{base, size, gen, pid, memfd, ino};
+	}
 	uint64_t off = memfd_off + (addr - share_lo);
 	if (off > size || len > size - off)
 		return nullptr;
@@ -153,8 +165,8 @@ static uint8_t *direct_ptr(const MrEntry &m, uint64_t addr, uint64_t len)
 {
 	if (m.owner_pid == my_pid())
 		return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
-	return peer_direct(m.owner_pid, m.memfd, m.memfd_ino, m.memfd_off, m.share_lo, m.share_hi,
-			   addr, len);
+	return peer_direct(nullptr, m.owner_pid, m.memfd, m.memfd_ino, m.memfd_off, m.share_lo,
+			   m.share_hi, addr, len);
 }
 
 struct Iov {
@@ -755,7 +767,7 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 // check_rkey_full.
 static inline __attribute__((always_inline)) bool
 check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr, uint64_t len,
-	   uint32_t need, uint64_t *va, uint8_t **direct)
+	   uint32_t need, uint64_t *va, uint8_t **direct, SoftQp::PeerCache *pc)
 {
 	uint32_t slot = (rkey >> 8) - 1;
 	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
@@ -795,7 +807,7 @@ check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr
 		return false;
 	*va = base + off;
 	*direct = mine ? reinterpret_cast<uint8_t *>(base + off)
-		       : peer_direct(pid, memfd, ino, memfd_off, share_lo, share_hi, addr, len);
+		       : peer_direct(pc, pid, memfd, ino, memfd_off, share_lo, share_hi, addr, len);
 	return true;
 }
 
@@ -1242,7 +1254,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
 		if (src.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, src.len,
-					   IBV_ACCESS_REMOTE_WRITE, &va, &direct))
+					   IBV_ACCESS_REMOTE_WRITE, &va, &direct, &qp->peer))
 			return rc ? fail(IBV_WC_REM_ACCESS_ERR)
 				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
 		if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -1296,7 +1308,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
 		if (dst.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, dst.len,
-					   IBV_ACCESS_REMOTE_READ, &va, &direct))
+					   IBV_ACCESS_REMOTE_READ, &va, &direct, &qp->peer))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		if (dst.len) {
 			int e = move_remote(d.owner_pid, dst.v, dst.n, va, direct, dst.len, false);
@@ -1323,7 +1335,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
 		if (!check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
-				&direct))
+				&direct, &qp->peer))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		uint64_t old = 0, val;
 		int e = 0;

@@ -848,6 +848,7 @@ struct PeerMap {
 };
 static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static PeerMap g_maps[256];
+std::atomic<uint64_t> g_peer_map_generation{0};
 static uint64_t g_map_clock;
 
 // Mappings pushed out of g_maps stay mapped for a grace period before
@@ -895,7 +896,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 	// The last few mappings this thread used (a data path alternates
 	// between a peer's receive ring, its memory region and its CQ ring);
 	// the generation makes them stale when any mapping is replaced.
-	static std::atomic<uint64_t> generation{0};
+	std::atomic<uint64_t> &generation = g_peer_map_generation;
 	constexpr unsigned kRecent = 4;
 	thread_local PeerMap recent[kRecent];
 	thread_local uint64_t recent_gen = ~0ull;

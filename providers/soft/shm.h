@@ -329,6 +329,10 @@ int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len);
 // with inode `ino`, once per process (cached). Returns the base address and
 // the file size, or nullptr when it cannot be mapped.
 uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size);
+// Changes whenever peer_map replaces one of its mappings: a result of
+// peer_map kept by a caller stays usable while this value is the one read
+// before the call.
+extern std::atomic<uint64_t> g_peer_map_generation;
 void notify_cache_drop(int32_t pid);
 
 } // namespace ovsoft

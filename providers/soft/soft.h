@@ -247,6 +247,17 @@ struct SoftQp {
 	// looked it up (a forked child looks again).
 	Segment *rseg;
 	int32_t rseg_pid;
+	// The peer mapping exec_wr used last (peer_map's answer for pid, fd,
+	// ino; under the send-queue guard), valid while g_peer_map_generation
+	// is still gen. base nullptr: none.
+	struct PeerCache {
+		uint8_t *base;
+		uint64_t size;
+		uint64_t gen;
+		int32_t pid;
+		int32_t fd;
+		uint32_t ino;
+	} peer;
 	// qp_ex staging between wr_start and wr_complete.
 	SoftWr *staged;
 	uint32_t staged_count;
