@@ -128,7 +128,9 @@ struct SoftCq {
 	RingHeader *ring;
 	uint64_t ring_off;   // arena offset of the ring, 0 when ring_buf holds it
 	QueueBuf ring_buf;   // the ring from the parent domain's allocator
-	pthread_mutex_t poll_lock; // not taken when td_mode
+	// Serialises pollers of the shared ring (not taken when td_mode): a
+	// one-word guard (guard_lock), not a pthread mutex.
+	std::atomic<bool> poll_busy;
 	bool td_mode;        // created under a parent domain with a thread domain
 	CqLane lane;         // td_mode: send completions of the same TD's QPs
 	QueueBuf lane_buf;   // the lane's cells (parent domain's allocator or calloc)
@@ -281,17 +283,22 @@ static inline void sq_set_pending(SoftQp *qp, uint32_t n)
 	__atomic_store_n(&qp->sq_count, n, __ATOMIC_RELAXED);
 }
 
-// The thread-domain guard (SoftTd::busy): one atomic exchange to take it,
-// one release store to give it back.
-static inline void td_guard_lock(std::atomic<bool> *g)
+// A one-word guard (the thread domain's SoftTd::busy, a CQ's poll_busy):
+// one atomic exchange to take it, one release store to give it back; a
+// waiter yields the CPU between attempts. Its holders run a bounded piece
+// of the data path (no blocking call), or, for poll_busy, the application's
+// own start_poll .. end_poll section.
+static inline void guard_lock(std::atomic<bool> *g)
 {
 	while (g->exchange(true, std::memory_order_acquire))
 		sched_yield();
 }
-static inline void td_guard_unlock(std::atomic<bool> *g)
+static inline void guard_unlock(std::atomic<bool> *g)
 {
 	g->store(false, std::memory_order_release);
 }
+static inline void td_guard_lock(std::atomic<bool> *g) { guard_lock(g); }
+static inline void td_guard_unlock(std::atomic<bool> *g) { guard_unlock(g); }
 
 // The send queue guard: sq_lock, or for thread-domain QPs the TD's guard
 // (the application's thread and the progress thread are the only parties).

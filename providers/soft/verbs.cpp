@@ -988,7 +988,6 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 		ppd->users.fetch_add(1);
 		cq->td_mode = ppd->td != nullptr;
 	}
-	pthread_mutex_init(&cq->poll_lock, nullptr);
 	// The library's create_cq / create_cq_ex wrappers finish the public
 	// fields (and count the channel reference); set what they rely on.
 	cq->vcq.cq.context = &ctx->vctx.context;
@@ -1084,9 +1083,9 @@ static __attribute__((noinline)) int poll_ring(SoftCq *cq, int got, int n, struc
 
 static __attribute__((noinline)) int poll_ring_locked(SoftCq *cq, int n, struct ibv_wc *wc)
 {
-	pthread_mutex_lock(&cq->poll_lock);
+	guard_lock(&cq->poll_busy);
 	int got = pop_ring(cq, 0, n, wc);
-	pthread_mutex_unlock(&cq->poll_lock);
+	guard_unlock(&cq->poll_busy);
 	return got;
 }
 
@@ -1140,7 +1139,7 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 			return rc;
 		}
 	}
-	pthread_mutex_lock(&cq->poll_lock);
+	guard_lock(&cq->poll_busy);
 	// A thread-domain CQ: the TD's guard keeps the progress thread away
 	// from the lane (and the ring pointer it reads) meanwhile.
 	std::atomic<bool> *guard =
@@ -1150,7 +1149,7 @@ static int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	auto unlock = [&] {
 		if (guard)
 			td_guard_unlock(guard);
-		pthread_mutex_unlock(&cq->poll_lock);
+		guard_unlock(&cq->poll_busy);
 	};
 	if (ring_count(cq->ring) + (cq->td_mode ? lane_count(&cq->lane) : 0) > cap) {
 		unlock();
@@ -1217,7 +1216,6 @@ static int soft_destroy_cq(struct ibv_cq *ibcq)
 	queue_buf_free(&cq->ring_buf);
 	if (cq->pd)
 		cq->pd->users.fetch_sub(1);
-	pthread_mutex_destroy(&cq->poll_lock);
 	queue_buf_free(&cq->lane_buf);
 	free(cq);
 	return 0;
@@ -1249,17 +1247,17 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	SoftCq *cq = ex_cq(c);
 	if (cq->td_mode)
 		return ex_load(cq);
-	pthread_mutex_lock(&cq->poll_lock);
+	guard_lock(&cq->poll_busy);
 	int rc = ex_load(cq);
 	if (rc)
-		pthread_mutex_unlock(&cq->poll_lock);
+		guard_unlock(&cq->poll_busy);
 	return rc;
 }
 static int ex_next_poll(struct ibv_cq_ex *c) { return ex_load(ex_cq(c)); }
 static void ex_end_poll(struct ibv_cq_ex *c)
 {
 	if (!ex_cq(c)->td_mode)
-		pthread_mutex_unlock(&ex_cq(c)->poll_lock);
+		guard_unlock(&ex_cq(c)->poll_busy);
 }
 static enum ibv_wc_opcode ex_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.opcode; }
 static uint32_t ex_vendor_err(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.vendor_err; }
