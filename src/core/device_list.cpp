@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string_view>
+#include <unordered_map>
 
 namespace ov::core {
 namespace {
@@ -207,16 +209,33 @@ int refresh(DeviceList &l)
 	if (int rc = scan(l, found))
 		return rc;
 
-	// Keep devices that are still there; drop the others.
+	// Keep devices that are still there; drop the others. The scan's entries
+	// are indexed by name (a uverbs node's sysfs name, or a software
+	// device's name: each unique within one scan), so a warm call costs one
+	// lookup per known device, not a pass over the whole scan.
+	std::unordered_map<std::string_view, size_t> by_node, by_soft;
+	by_node.reserve(found.size());
+	for (size_t i = 0; i < found.size(); i++) {
+		if (!found[i])
+			continue;
+		if (found[i]->flags & VSYSFS_SOFT)
+			by_soft.emplace(found[i]->ibdev_name, i);
+		else
+			by_node.emplace(found[i]->sysfs_name, i);
+	}
 	std::vector<verbs_device *> kept;
 	kept.reserve(l.devices.size() + found.size());
 	for (verbs_device *vdev : l.devices) {
 		bool present = false;
-		for (auto &f : found) {
-			if (f && vdev->sysfs && same_device(vdev->sysfs, f.get())) {
-				f.reset();
-				present = true;
-				break;
+		if (const verbs_sysfs_dev *s = vdev->sysfs) {
+			auto &index = (s->flags & VSYSFS_SOFT) ? by_soft : by_node;
+			auto it = index.find((s->flags & VSYSFS_SOFT) ? s->ibdev_name : s->sysfs_name);
+			if (it != index.end()) {
+				SysfsDevPtr &f = found[it->second];
+				if (f && same_device(s, f.get())) {
+					f.reset();
+					present = true;
+				}
 			}
 		}
 		if (present)
