@@ -358,6 +358,18 @@ protected:
 		return ibv_alloc_parent_domain(ctx, &a);
 	}
 
+	// A thread domain and a parent domain over it, without allocators
+	// (`td`, `parent`; TearDown frees them).
+	void make_td_parent()
+	{
+		ibv_td_init_attr ta = {};
+		td = ibv_alloc_td(ctx, &ta);
+		ASSERT_NE(td, nullptr) << strerror(errno);
+		EXPECT_EQ(td->context, ctx);
+		parent = make_parent(false, td);
+		ASSERT_NE(parent, nullptr) << strerror(errno);
+	}
+
 	ibv_context *ctx = nullptr;
 	ibv_pd *pd = nullptr, *parent = nullptr;
 	ibv_td *td = nullptr;
@@ -525,12 +537,7 @@ TEST_F(Domains, NullAllocationIsEnomemWithoutLeak)
 
 TEST_F(Domains, ThreadDomainObjectsCarryTraffic)
 {
-	ibv_td_init_attr ta = {};
-	td = ibv_alloc_td(ctx, &ta);
-	ASSERT_NE(td, nullptr);
-	EXPECT_EQ(td->context, ctx);
-	parent = make_parent(false, td);
-	ASSERT_NE(parent, nullptr);
+	ASSERT_NO_FATAL_FAILURE(make_td_parent());
 	ibv_cq *cq = create_cq(ctx, parent);
 	ASSERT_NE(cq, nullptr);
 	ibv_srq *srq = create_srq(parent);
@@ -1303,11 +1310,7 @@ std::vector<ibv_wc> poll_n(ibv_cq *cq, int n, int ms = 5000)
 
 TEST_F(Domains, ThreadDomainRnrRetryExceededAndRecoveryWhileBlocked)
 {
-	ibv_td_init_attr ta = {};
-	td = ibv_alloc_td(ctx, &ta);
-	ASSERT_NE(td, nullptr);
-	parent = make_parent(false, td);
-	ASSERT_NE(parent, nullptr);
+	ASSERT_NO_FATAL_FAILURE(make_td_parent());
 	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	ASSERT_NE(ch, nullptr);
 	ibv_cq *cq = td_create_cq(ctx, parent, ch);
@@ -1391,11 +1394,7 @@ TEST_F(Domains, ThreadDomainRnrRetryExceededAndRecoveryWhileBlocked)
 
 TEST_F(Domains, ThreadDomainRetryExceededInOrderWhenTheResponderIsNotReady)
 {
-	ibv_td_init_attr ta = {};
-	td = ibv_alloc_td(ctx, &ta);
-	ASSERT_NE(td, nullptr);
-	parent = make_parent(false, td);
-	ASSERT_NE(parent, nullptr);
+	ASSERT_NO_FATAL_FAILURE(make_td_parent());
 	ibv_cq *cq = td_create_cq(ctx, parent, nullptr);
 	ASSERT_NE(cq, nullptr);
 	static char buf[64];
@@ -1431,11 +1430,7 @@ TEST_F(Domains, ThreadDomainRetryExceededInOrderWhenTheResponderIsNotReady)
 
 TEST_F(Domains, ThreadDomainKilledPeerCompletesEverythingWithoutHang)
 {
-	ibv_td_init_attr ta = {};
-	td = ibv_alloc_td(ctx, &ta);
-	ASSERT_NE(td, nullptr);
-	parent = make_parent(false, td);
-	ASSERT_NE(parent, nullptr);
+	ASSERT_NO_FATAL_FAILURE(make_td_parent());
 	ibv_cq *cq = td_create_cq(ctx, parent, nullptr);
 	ASSERT_NE(cq, nullptr);
 	ibv_qp *qp = create_rc(parent, cq);
@@ -1498,11 +1493,7 @@ TEST_F(Domains, ThreadDomainKilledPeerCompletesEverythingWithoutHang)
 
 TEST_F(Domains, ThreadDomainCqExPollAndResizeKeepTheLaneInOrder)
 {
-	ibv_td_init_attr ta = {};
-	td = ibv_alloc_td(ctx, &ta);
-	ASSERT_NE(td, nullptr);
-	parent = make_parent(false, td);
-	ASSERT_NE(parent, nullptr);
+	ASSERT_NO_FATAL_FAILURE(make_td_parent());
 	ibv_cq_init_attr_ex ca = {};
 	ca.cqe = 4;
 	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
