@@ -539,7 +539,10 @@ void qp_to_error(SoftQp *qp, bool fatal_event)
 	Segment *seg = qp->ctx->seg;
 	QpEntry &e = seg->hdr->qps[qp->slot];
 	e.state.store(IBV_QPS_ERR, std::memory_order_release);
-	qp->vqp.qp.state = IBV_QPS_ERR;
+	// ibv_qp::state is the library's copy of the last state the application
+	// set (ibv_modify_qp writes it after the provider returns, without our
+	// guard), so a transition of our own (the watchdog's, a failed request)
+	// leaves it alone, as an HCA's does; ibv_query_qp reports the error.
 	qp->attr.qp_state = IBV_QPS_ERR;
 	while (qp->sq_count) {
 		SoftWr &w = qp->sq[qp->sq_head];
