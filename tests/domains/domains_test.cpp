@@ -249,7 +249,10 @@ ibv_srq *create_srq(ibv_pd *pd)
 	return ibv_create_srq(pd, &a);
 }
 
-int connect_rc(ibv_qp *qp, uint32_t dest)
+// Brings an RC QP to `last` (INIT, RTR or RTS) towards dest with the given
+// retry settings (timeout is the IB exponent, 0 = none).
+int connect_rc_to(ibv_qp *qp, uint32_t dest, ibv_qp_state last, uint8_t rnr_retry,
+		  uint8_t timeout = 10, uint8_t retry_cnt = 7)
 {
 	ibv_qp_attr a = {};
 	a.qp_state = IBV_QPS_INIT;
@@ -257,7 +260,7 @@ int connect_rc(ibv_qp *qp, uint32_t dest)
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 	int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 						IBV_QP_ACCESS_FLAGS);
-	if (ret)
+	if (ret || last == IBV_QPS_INIT)
 		return ret;
 	a = {};
 	a.qp_state = IBV_QPS_RTR;
@@ -270,17 +273,22 @@ int connect_rc(ibv_qp *qp, uint32_t dest)
 	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 					    IBV_QP_MIN_RNR_TIMER);
-	if (ret)
+	if (ret || last == IBV_QPS_RTR)
 		return ret;
 	a = {};
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 10;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
+	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 1;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 					     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 					     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int connect_rc(ibv_qp *qp, uint32_t dest)
+{
+	return connect_rc_to(qp, dest, IBV_QPS_RTS, 7);
 }
 
 bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
@@ -1255,43 +1263,6 @@ ibv_cq *td_create_cq(ibv_context *ctx, ibv_pd *parent, ibv_comp_channel *ch)
 	return cq ? ibv_cq_ex_to_cq(cq) : nullptr;
 }
 
-// Brings an RC QP to `last` (INIT, RTR or RTS) towards dest with the given
-// retry settings (timeout is the IB exponent, 0 = none).
-int td_connect(ibv_qp *qp, uint32_t dest, ibv_qp_state last, uint8_t rnr_retry,
-	       uint8_t timeout = 10, uint8_t retry_cnt = 7)
-{
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-	int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-						IBV_QP_ACCESS_FLAGS);
-	if (ret || last == IBV_QPS_INIT)
-		return ret;
-	a = {};
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.ah_attr.dlid = 1;
-	a.ah_attr.port_num = 1;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					    IBV_QP_MIN_RNR_TIMER);
-	if (ret || last == IBV_QPS_RTR)
-		return ret;
-	a = {};
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = timeout;
-	a.retry_cnt = retry_cnt;
-	a.rnr_retry = rnr_retry;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					     IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 // Polls until n completions arrived (or ms passed); returns them in order.
 std::vector<ibv_wc> poll_n(ibv_cq *cq, int n, int ms = 5000)
 {
@@ -1325,8 +1296,8 @@ TEST_F(Domains, ThreadDomainRnrRetryExceededAndRecoveryWhileBlocked)
 	// No RNR retries: the send fails at once, what follows is flushed.
 	ibv_qp *a = create_rc(parent, cq), *b = create_rc(pd, rcq);
 	ASSERT_TRUE(a && b);
-	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 0), 0);
-	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_RTS, 0), 0);
+	ASSERT_EQ(connect_rc_to(a, b->qp_num, IBV_QPS_RTS, 0), 0);
+	ASSERT_EQ(connect_rc_to(b, a->qp_num, IBV_QPS_RTS, 0), 0);
 	ASSERT_EQ(post_send(a, mr, buf[0], 16, 1), 0);
 	ASSERT_EQ(post_send(a, mr, buf[0], 16, 2), 0);
 	auto wcs = poll_n(cq, 2);
@@ -1345,8 +1316,8 @@ TEST_F(Domains, ThreadDomainRnrRetryExceededAndRecoveryWhileBlocked)
 	a = create_rc(parent, cq);
 	b = create_rc(pd, rcq);
 	ASSERT_TRUE(a && b);
-	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 7), 0);
-	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_RTS, 7), 0);
+	ASSERT_EQ(connect_rc_to(a, b->qp_num, IBV_QPS_RTS, 7), 0);
+	ASSERT_EQ(connect_rc_to(b, a->qp_num, IBV_QPS_RTS, 7), 0);
 	for (int i = 0; i < 3; i++) {
 		snprintf(buf[0], 16, "rnr %d", i);
 		ASSERT_EQ(post_send(a, mr, buf[0], 16, 10 + i), 0);
@@ -1404,8 +1375,8 @@ TEST_F(Domains, ThreadDomainRetryExceededInOrderWhenTheResponderIsNotReady)
 	// timeout, two retries) from the progress thread, then gives up.
 	ibv_qp *a = create_rc(parent, cq), *b = create_rc(parent, cq);
 	ASSERT_TRUE(a && b);
-	ASSERT_EQ(td_connect(b, a->qp_num, IBV_QPS_INIT, 0), 0);
-	ASSERT_EQ(td_connect(a, b->qp_num, IBV_QPS_RTS, 0, 1, 2), 0);
+	ASSERT_EQ(connect_rc_to(b, a->qp_num, IBV_QPS_INIT, 0), 0);
+	ASSERT_EQ(connect_rc_to(a, b->qp_num, IBV_QPS_RTS, 0, 1, 2), 0);
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ(post_send(a, mr, buf, 8, i), 0);
 	auto wcs = poll_n(cq, 4);
