@@ -215,6 +215,7 @@ std::set<uint64_t> types_of(const std::vector<Call> &calls)
 // ------------------------------------------------------------------ device helpers
 
 using ov_test::open_soft;
+using ov_test::poll_one;
 
 ibv_cq *create_cq(ibv_context *ctx, ibv_pd *parent, int cqe = 64)
 {
@@ -289,19 +290,6 @@ int connect_rc_to(ibv_qp *qp, uint32_t dest, ibv_qp_state last, uint8_t rnr_retr
 int connect_rc(ibv_qp *qp, uint32_t dest)
 {
 	return connect_rc_to(qp, dest, IBV_QPS_RTS, 7);
-}
-
-bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
-{
-	for (int i = 0; i < ms * 10; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n == 1)
-			return true;
-		if (n < 0)
-			return false;
-		usleep(100);
-	}
-	return false;
 }
 
 int post_recv(ibv_qp *qp, ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t id)

@@ -1,6 +1,6 @@
 // Helpers shared by the software-device test programs (tests/soft, tests/xrc,
-// tests/domains): open a software device by index, and the path of the
-// running test binary (peers are exec'ed from it).
+// tests/domains): open a software device by index, wait for one completion,
+// and the path of the running test binary (peers are exec'ed from it).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -24,6 +24,21 @@ inline ibv_context *open_soft(int index = 0)
 			ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	return ctx;
+}
+
+// Polls until one completion arrives (true) or about `ms` ms pass or the
+// poll fails (false).
+inline bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
+{
+	for (int i = 0; i < ms * 10; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n == 1)
+			return true;
+		if (n < 0)
+			return false;
+		usleep(100);
+	}
+	return false;
 }
 
 // The path of this executable ("" if /proc is unavailable).

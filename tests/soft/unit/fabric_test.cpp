@@ -17,20 +17,10 @@
 namespace {
 
 using ov_test::open_soft;
+using ov_test::poll_one;
 
 const int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		    IBV_ACCESS_REMOTE_ATOMIC;
-
-bool poll_wc(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
-{
-	for (int i = 0; i < ms * 10; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n == 1;
-		usleep(100);
-	}
-	return false;
-}
 
 // One device's side: context, PD, CQ, a 64 KiB registered buffer, one QP.
 struct Side {
@@ -186,9 +176,9 @@ void rc_between_devices(bool by_gid)
 	memset(a.buf.data(), 'x', 4096);
 	ASSERT_EQ(b.post_recv(8192, 4096), 0);
 	ASSERT_EQ(a.post(IBV_WR_SEND, 0, 4096), 0);
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-	ASSERT_TRUE(poll_wc(b.cq, &wc));
+	ASSERT_TRUE(poll_one(b.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 	EXPECT_EQ(wc.opcode, IBV_WC_RECV);
 	EXPECT_EQ(wc.byte_len, 4096u);
@@ -199,12 +189,12 @@ void rc_between_devices(bool by_gid)
 	// RDMA write a -> b and read back b -> a (64 KiB buffer halves).
 	memset(a.buf.data(), 'w', 16384);
 	ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 0, 16384, addr_of(b, 16384), b.mr->rkey), 0);
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 	EXPECT_EQ(std::string(b.buf.data() + 16384, 16384), std::string(16384, 'w'));
 	memset(b.buf.data() + 40000, 'r', 1000);
 	ASSERT_EQ(a.post(IBV_WR_RDMA_READ, 50000, 1000, addr_of(b, 40000), b.mr->rkey), 0);
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 	EXPECT_EQ(std::string(a.buf.data() + 50000, 1000), std::string(1000, 'r'));
 
@@ -212,7 +202,7 @@ void rc_between_devices(bool by_gid)
 	uint64_t v = 37;
 	memcpy(b.buf.data() + 64, &v, 8);
 	ASSERT_EQ(a.post(IBV_WR_ATOMIC_FETCH_AND_ADD, 128, 8, addr_of(b, 64), b.mr->rkey), 0);
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 	uint64_t old = 0, now = 0;
 	memcpy(&old, a.buf.data() + 128, 8);
@@ -222,7 +212,7 @@ void rc_between_devices(bool by_gid)
 
 	// A bad rkey of soft1 is refused by soft1's key table.
 	ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 0, 64, addr_of(b, 0), b.mr->rkey ^ 0x100), 0);
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 	a.close();
 	b.close();
@@ -248,9 +238,9 @@ TEST(SoftFabric, UdDatagramToAnotherDevice)
 	ASSERT_EQ(b.post_recv(0, 40 + 256), 0);
 	ASSERT_EQ(a.post(IBV_WR_SEND, 0, 256, 0, 0, ah, b.qp->qp_num), 0);
 	ibv_wc wc;
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-	ASSERT_TRUE(poll_wc(b.cq, &wc));
+	ASSERT_TRUE(poll_one(b.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 	EXPECT_EQ(wc.byte_len, 40u + 256u);
 	EXPECT_EQ(wc.slid, a.lid);
@@ -270,7 +260,7 @@ TEST(SoftFabric, DeviceNobodyHasOpenIsUnreachable)
 	ASSERT_EQ(a.connect(7, nullptr, 0x20, /*retry=*/1, /*timeout=*/1), 0);
 	ASSERT_EQ(a.post(IBV_WR_SEND, 0, 64), 0);
 	ibv_wc wc;
-	ASSERT_TRUE(poll_wc(a.cq, &wc));
+	ASSERT_TRUE(poll_one(a.cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
 	a.close();
 }
@@ -299,12 +289,12 @@ TEST(SoftFabric, RcAcrossProcessesAndDevices)
 		if (write(to_parent[1], &go, sizeof(go)) != sizeof(go))
 			_exit(5);
 		ibv_wc wc;
-		if (!poll_wc(b.cq, &wc) || wc.status != IBV_WC_SUCCESS || wc.byte_len != 32768)
+		if (!poll_one(b.cq, &wc) || wc.status != IBV_WC_SUCCESS || wc.byte_len != 32768)
 			_exit(6);
 		// Echo it back.
 		if (b.post(IBV_WR_SEND, 0, 32768))
 			_exit(7);
-		if (!poll_wc(b.cq, &wc) || wc.status != IBV_WC_SUCCESS)
+		if (!poll_one(b.cq, &wc) || wc.status != IBV_WC_SUCCESS)
 			_exit(8);
 		// Wait until the parent has its echo before tearing down.
 		if (read(to_child[0], &go, sizeof(go)) != sizeof(go))
@@ -329,7 +319,7 @@ TEST(SoftFabric, RcAcrossProcessesAndDevices)
 	ibv_wc wc;
 	int got_send = 0, got_recv = 0;
 	for (int i = 0; i < 2; i++) {
-		ASSERT_TRUE(poll_wc(a.cq, &wc));
+		ASSERT_TRUE(poll_one(a.cq, &wc));
 		EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
 		if (wc.opcode == IBV_WC_RECV) {
 			got_recv++;

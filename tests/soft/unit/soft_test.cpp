@@ -35,20 +35,7 @@ namespace {
 std::string g_self; // path of this executable (peers are exec'ed from it)
 
 using ov_test::open_soft;
-
-// Polls until one completion arrives (or about 5 s pass).
-bool poll_one(ibv_cq *cq, ibv_wc *wc, int ms = 5000)
-{
-	for (int i = 0; i < ms * 10; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n == 1)
-			return true;
-		if (n < 0)
-			return false;
-		usleep(100);
-	}
-	return false;
-}
+using ov_test::poll_one;
 
 int to_init(ibv_qp *qp, int access)
 {
