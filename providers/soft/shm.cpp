@@ -620,12 +620,9 @@ bool qp_hand_over(SegmentHeader *h, uint32_t qp)
 			continue;
 		q.owner = r.proc;
 		q.owner_pid = h->procs[r.proc].pid;
-		// The old owner's event pipe is gone. Affiliated events of an XRC
-		// receive QP do not depend on the owner: every holder's watchdog
-		// reports them for its own handle (verbs.cpp, xrc_recv_watch).
-		q.async_fd = -1;
-		q.async_ino = 0;
-		q.user_handle = 0;
+		// Affiliated events of an XRC receive QP do not depend on the owner:
+		// every holder's watchdog reports them for its own handle
+		// (verbs.cpp, xrc_recv_watch).
 		return true;
 	}
 	return false;

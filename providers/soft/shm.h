@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 7;
+inline constexpr uint32_t kLayoutVersion = 8;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -104,9 +104,6 @@ struct QpEntry {
 	uint32_t sq_sig_all;
 	uint32_t handles;    // XRC_RECV: live handles in all processes (qp_refs sums)
 	RingLoc rq_ring;     // the receive ring (RING_NONE: SRQ or none)
-	uint64_t user_handle; // the owner's struct ibv_qp * (async events)
-	int32_t async_fd;     // owner's async event pipe (read end)
-	uint32_t async_ino;
 	std::atomic<uint32_t> remote_error; // a peer put this QP in error
 	std::atomic<uint32_t> recv_lock;    // serialises delivery into the RQ (spin)
 	// Counts the times peers put this QP in error; never reset, so every

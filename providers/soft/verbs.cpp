@@ -1965,9 +1965,6 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	e.sq_sig_all = a->sq_sig_all;
 	e.handles = 1;
 	e.rq_ring = rq_loc;
-	e.user_handle = uintptr_t(&qp->vqp.qp);
-	e.async_fd = ctx->vctx.context.async_fd;
-	e.async_ino = ctx->async_ino;
 	e.remote_error.store(0);
 	e.recv_lock.store(0);
 	qp->fatal_seen = e.error_seq.load();
