@@ -13,6 +13,7 @@
 #include "soft.h"
 #include "log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -494,13 +495,14 @@ static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
 }
 
 // A send completion into the send CQ's shared ring.
-static __attribute__((noinline)) void complete_send_ring(SoftQp *qp, const SoftWr &w,
+static __attribute__((noinline)) void complete_send_ring(SoftQp *qp, uint64_t wr_id,
+							 enum ibv_wc_opcode op,
 							 enum ibv_wc_status st, uint32_t len)
 {
 	cq_push_fill(qp->ctx->seg, qp->scq->slot, false, st, [&](struct ibv_wc &wc) {
-		wc.wr_id = w.wr_id;
+		wc.wr_id = wr_id;
 		wc.status = st;
-		wc.opcode = send_wc_opcode(w.opcode);
+		wc.opcode = op;
 		wc.qp_num = qp->qpn;
 		wc.byte_len = len;
 	});
@@ -514,7 +516,7 @@ static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status
 		return;
 	if (qp->lane)
 		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
-	complete_send_ring(qp, w, st, len);
+	complete_send_ring(qp, w.wr_id, send_wc_opcode(w.opcode), st, len);
 }
 
 void flush_rq(SoftQp *qp)
@@ -1105,6 +1107,40 @@ static inline bool alive_check_due(SoftQp *qp)
 	return true;
 }
 
+static __attribute__((noinline)) bool responder_alive_slow(SoftQp *qp, Segment *rseg, QpEntry &d)
+{
+	uint64_t now = now_ns();
+	if (now - qp->alive_checked_ns <= 1000000ull)
+		return true;
+	bool alive = true;
+	if (kill(d.owner_pid, 0) != 0 && errno == ESRCH) {
+		alive = false;
+		// An XRC receive QP whose owner died may still be held by other
+		// processes: reclaim the dead one (ownership moves to a live
+		// holder) and look again.
+		if (d.qp_type == IBV_QPT_XRC_RECV) {
+			segment_reap(rseg);
+			alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
+				(d.owner_pid == my_pid() || kill(d.owner_pid, 0) == 0);
+		}
+	}
+	if (alive)
+		qp->alive_checked_ns = now;
+	return alive;
+}
+
+// Whether responder QP d (of device segment rseg) is live and its process
+// still runs. The process is checked at most once a millisecond; the
+// context's watchdog also notices dead peers (QP fatal).
+static inline bool responder_alive(SoftQp *qp, Segment *rseg, QpEntry &d)
+{
+	if (d.slot.load(std::memory_order_acquire) != SLOT_LIVE)
+		return false;
+	if (d.owner_pid == my_pid() || !alive_check_due(qp))
+		return true;
+	return responder_alive_slow(qp, rseg, d);
+}
+
 static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 {
 	if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV)
@@ -1136,27 +1172,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		qp->rseg_pid = my_pid();
 	}
 	QpEntry &d = rseg->hdr->qps[ds];
-	// The responder's process is checked at most once a millisecond; the
-	// context's watchdog also notices dead peers (QP fatal).
-	bool alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE;
-	if (alive && d.owner_pid != my_pid() && alive_check_due(qp)) {
-		uint64_t now = now_ns();
-		if (now - qp->alive_checked_ns > 1000000ull) {
-			if (kill(d.owner_pid, 0) != 0 && errno == ESRCH) {
-				alive = false;
-				// An XRC receive QP whose owner died may still be held by
-				// other processes: reclaim the dead one (ownership moves
-				// to a live holder) and look again.
-				if (d.qp_type == IBV_QPT_XRC_RECV) {
-					segment_reap(rseg);
-					alive = d.slot.load(std::memory_order_acquire) == SLOT_LIVE &&
-						(d.owner_pid == my_pid() || kill(d.owner_pid, 0) == 0);
-				}
-			}
-			if (alive)
-				qp->alive_checked_ns = now;
-		}
-	}
+	bool alive = responder_alive(qp, rseg, d);
 	uint32_t want = qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : qp->type;
 	// A responder that is gone, in error or not connected to us never
 	// acknowledges: the requester retries (timeout, retry_cnt) and then
@@ -1382,7 +1398,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 	}
 }
 
-// Runs queued work in order. Caller holds qp->sq_lock.
+// Runs queued work in order. Caller holds the send-queue guard.
 static void run_queue(SoftQp *qp, bool force)
 {
 	uint64_t now = 0;
@@ -1595,9 +1611,175 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 	return 0;
 }
 
-int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+// ------------------------------------------------------------------ fast write
+//
+// One RDMA WRITE with one gather entry, posted alone on an RC or UC QP in
+// RTS with nothing queued: the small one-sided message of latency-bound
+// programs (perftest's ib_write_lat, put-style protocols). fast_write makes
+// exec_wr's checks, but keeps what it established about the two memory
+// regions per QP (wcache, lcache) and re-validates it with three loads
+// (kind, key, reg_seq), so the bytes move after a few dozen instructions.
+// Whenever a check fails or anything is unusual it declines, and the
+// general path runs the request and reports whatever is wrong.
+
+// Whether entry e still holds the registration of `key` numbered seq.
+static inline bool entry_holds(const MrEntry *e, uint32_t key, uint64_t seq)
 {
-	if (!qp->scq) {
+	return e->kind.load(std::memory_order_acquire) == KEY_MR && e->key == key &&
+	       e->reg_seq.load(std::memory_order_relaxed) == seq;
+}
+
+static inline uint64_t range_end(uint64_t start, uint64_t length)
+{
+	return length > ~0ull - start ? ~0ull : start + length;
+}
+
+// Checks memory region `rkey` of the responder's device rseg for remote
+// writes and caches the result in qp->wcache. False: not cacheable (unknown
+// key, a window, no remote write, a peer region without a shareable memfd).
+static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uint32_t rkey)
+{
+	uint32_t slot = (rkey >> 8) - 1;
+	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
+		return false;
+	const MrEntry &e = rseg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != rkey)
+		return false;
+	uint64_t seq = e.reg_seq.load(std::memory_order_relaxed);
+	int32_t pid = e.owner_pid, memfd = e.memfd;
+	uint32_t pd_id = e.pd_id, access = e.access, ino = e.memfd_ino;
+	uint64_t base = e.addr, iova = e.iova, length = e.length;
+	uint64_t memfd_off = e.memfd_off, share_lo = e.share_lo, share_hi = e.share_hi;
+	std::atomic_thread_fence(std::memory_order_acquire);
+	if (!entry_holds(&e, rkey, seq) || !(access & IBV_ACCESS_REMOTE_WRITE))
+		return false;
+	// Read before mapping: a mapping replaced meanwhile makes it stale.
+	uint64_t gen = g_peer_map_generation.load(std::memory_order_acquire);
+	uint64_t lo = iova, hi = range_end(iova, length), delta;
+	if (pid == my_pid()) {
+		delta = base - iova;
+	} else {
+		if (memfd < 0)
+			return false;
+		uint64_t size = 0;
+		uint8_t *map = peer_map(pid, memfd, uint32_t(ino), &size);
+		if (!map || memfd_off > size)
+			return false;
+		// [share_lo, share_hi) starts at file offset memfd_off; the
+		// mapping has size bytes.
+		lo = std::max(lo, share_lo);
+		hi = std::min({hi, share_hi, range_end(share_lo, size - memfd_off)});
+		if (lo >= hi)
+			return false;
+		delta = uintptr_t(map) + memfd_off - share_lo;
+	}
+	qp->wcache = SoftQp::RemoteWriteCache{&e, rseg, seq, gen, lo, hi, delta, rkey, pid, pd_id,
+					      my_pid()};
+	return true;
+}
+
+// Checks my memory region `lkey` as a gather source of qp and caches the
+// result in qp->lcache. False: unknown key, not mine, another PD.
+static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
+{
+	Segment *seg = qp->ctx->seg;
+	uint32_t slot = (lkey >> 8) - 1;
+	if ((lkey >> 8) == 0 || slot >= kMaxMrs)
+		return false;
+	const MrEntry &e = seg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != lkey)
+		return false;
+	uint64_t seq = e.reg_seq.load(std::memory_order_relaxed);
+	uint32_t owner = e.owner, pd_id = e.pd_id;
+	int32_t pid = e.owner_pid;
+	uint64_t base = e.addr, iova = e.iova, length = e.length;
+	std::atomic_thread_fence(std::memory_order_acquire);
+	if (!entry_holds(&e, lkey, seq) || owner != seg->my_proc || pid != my_pid() ||
+	    (qp->pd_id && pd_id != qp->pd_id))
+		return false;
+	qp->lcache = SoftQp::LocalSrcCache{&e, seq, iova, range_end(iova, length), base - iova, lkey,
+					   my_pid()};
+	return true;
+}
+
+// Executes wr (see above; the caller holds the send-queue guard and checked
+// the request's shape). Returns 0 when done, -1 to leave it to the general
+// path (nothing has been changed then).
+static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len)
+{
+	if (qp->sq_count)
+		return -1; // keep the order
+	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
+		return -1;
+	int32_t me = my_pid();
+	const struct ibv_sge &sg = *wr->sg_list;
+	const uint8_t *src;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		src = reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr));
+	} else {
+		SoftQp::LocalSrcCache &lc = qp->lcache;
+		if (!(lc.entry && lc.lkey == sg.lkey && lc.my_pid == me &&
+		      entry_holds(lc.entry, sg.lkey, lc.reg_seq)) &&
+		    !lcache_fill(qp, sg.lkey))
+			return -1;
+		if (sg.addr - lc.lo > lc.hi - lc.lo || len > lc.hi - sg.addr)
+			return -1;
+		src = reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr + lc.delta));
+	}
+	// The responder: as exec_wr checks it.
+	Segment *rseg = qp->rseg;
+	if (__builtin_expect(!rseg || qp->rseg_pid != me, 0)) {
+		rseg = responder_segment(qp, qp->attr.ah_attr);
+		if (!rseg)
+			return -1;
+		qp->rseg = rseg;
+		qp->rseg_pid = me;
+	}
+	uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
+	if (ds >= kMaxQps)
+		return -1;
+	QpEntry &d = rseg->hdr->qps[ds];
+	if (!responder_alive(qp, rseg, d) || d.qp_type != uint32_t(qp->type))
+		return -1;
+	uint32_t dstate = d.state.load(std::memory_order_acquire);
+	if (dstate != IBV_QPS_RTR && dstate != IBV_QPS_RTS && dstate != IBV_QPS_SQD &&
+	    dstate != IBV_QPS_SQE)
+		return -1;
+	if (qp->type == IBV_QPT_RC && d.dest_qpn != qp->qpn)
+		return -1;
+	// The target region.
+	uint32_t rkey = wr->wr.rdma.rkey;
+	SoftQp::RemoteWriteCache &wc = qp->wcache;
+	if (!(wc.entry && wc.rkey == rkey && wc.seg == rseg && wc.my_pid == me &&
+	      wc.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
+	      entry_holds(wc.entry, rkey, wc.reg_seq)) &&
+	    !wcache_fill(qp, rseg, rkey))
+		return -1;
+	if (wc.owner_pid != d.owner_pid || (d.pd_id && wc.pd_id != d.pd_id) ||
+	    !(d.access & IBV_ACCESS_REMOTE_WRITE))
+		return -1;
+	uint64_t raddr = wr->wr.rdma.remote_addr;
+	if (raddr - wc.lo > wc.hi - wc.lo || len > wc.hi - raddr)
+		return -1;
+	auto *dst = reinterpret_cast<uint8_t *>(uintptr_t(raddr + wc.delta));
+	if (len <= 16)
+		copy_small(dst, src, len);
+	else
+		copy_bytes(dst, src, len);
+	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all) {
+		if (qp->lane)
+			lane_push(qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+		else
+			complete_send_ring(qp, wr->wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, 0);
+	}
+	return 0;
+}
+
+// The general path of ibv_post_send: every opcode, chains, queued work.
+static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_send_wr *wr,
+						       struct ibv_send_wr **bad)
+{
+	if (!qp->sq || !qp->scq) {
 		*bad = wr;
 		return EINVAL;
 	}
@@ -1616,7 +1798,7 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 			*bad = wr;
 			break;
 		}
-		// Fast path: nothing queued ahead of it, execute from the stack.
+		// Nothing queued ahead of it: execute it from the stack.
 		if (!qp->sq_count &&
 		    qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire) ==
 			    IBV_QPS_RTS) {
@@ -1657,6 +1839,31 @@ int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 		pthread_mutex_unlock(&qp->ctx->wake_lock);
 	}
 	return rc;
+}
+
+// ibv_post_send (the context's post_send operation): one RDMA WRITE takes
+// fast_write when it can, everything else the general path.
+int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct ibv_send_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	if (!wr)
+		return 0;
+	SoftQp *qp = to_sqp(ibqp);
+	if (!wr->next && wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && wr->sg_list &&
+	    (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && qp->sq && qp->scq) {
+		uint32_t len = wr->sg_list->length;
+		if (len && len <= kMaxMsgSize &&
+		    (!(wr->send_flags & IBV_SEND_INLINE) || len <= qp->cap.max_inline_data)) {
+			qp_sq_lock(qp);
+			int r = fast_write_locked(qp, wr, len);
+			qp_sq_unlock(qp);
+			if (r == 0)
+				return 0;
+		}
+	}
+	return post_send_general(qp, wr, bad);
 }
 
 } // namespace ovsoft

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 8;
+inline constexpr uint32_t kLayoutVersion = 9;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -170,6 +170,11 @@ struct MrEntry {
 	uint64_t share_lo;
 	uint64_t share_hi;
 	uint64_t memfd_off;
+	// Counts the registrations made in this entry (reg_mr, rereg_mr; one
+	// more before each store of KEY_MR): a requester that cached what it
+	// checked of a region (engine.cpp, fast_write) knows from kind, key and
+	// this count that the entry still holds that registration.
+	std::atomic<uint64_t> reg_seq;
 };
 
 struct XrcdEntry {

@@ -207,6 +207,7 @@ struct SoftQp {
 	SoftContext *ctx;
 	uint32_t slot;
 	uint32_t qpn;
+	QpEntry *entry;       // this QP's entry in ctx->seg
 	enum ibv_qp_type type;
 	SoftCq *scq;
 	SoftCq *rcq;
@@ -223,14 +224,14 @@ struct SoftQp {
 	QueueBuf sq_buf;      // memory of `sq` (calloc or the allocator)
 	QueueBuf staged_buf;  // memory of `staged` when the allocator gave it
 	uint32_t rq_cell;
-	pthread_mutex_t sq_lock;
+	// The send queue's guard (qp_sq_lock): sq_busy, or for a QP created
+	// under a parent domain with a thread domain the TD's busy flag: the
+	// application serialises every use of such a QP (ibv_alloc_td(3)), so
+	// one flag per TD guards all its QPs against the progress thread.
+	std::atomic<bool> sq_busy;
+	std::atomic<bool> *sq_guard;
 	pthread_mutex_t rq_lock;
-	// Created under a parent domain with a thread domain: the application
-	// serialises every use of the QP (ibv_alloc_td(3)), so the send queue is
-	// guarded against the context's own progress thread only, by the TD's
-	// busy flag (one atomic exchange) instead of sq_lock. See qp_sq_lock().
 	bool td_mode;
-	std::atomic<bool> *td_guard; // td_mode: &SoftTd::busy of the QP's TD
 	// The send CQ's lane when the send CQ belongs to the same thread domain:
 	// send completions go there instead of the shared ring.
 	CqLane *lane;
@@ -260,6 +261,30 @@ struct SoftQp {
 		int32_t fd;
 		uint32_t ino;
 	} peer;
+	// fast_write's checks (engine.cpp; under the send-queue guard), kept
+	// for the last memory region it wrote to and the last it read from.
+	// A cached check holds while the region's entry has the same kind, key
+	// and MrEntry::reg_seq; entry nullptr: nothing cached.
+	struct RemoteWriteCache {
+		const MrEntry *entry; // in seg, the responder's device segment
+		Segment *seg;
+		uint64_t reg_seq;
+		uint64_t map_gen;     // g_peer_map_generation when mapped (peer regions)
+		uint64_t lo, hi;      // addresses (iova) reachable through delta
+		uint64_t delta;       // our pointer to iova x is x + delta
+		uint32_t rkey;
+		int32_t owner_pid;
+		uint32_t pd_id;
+		int32_t my_pid;       // who filled it (a forked child fills its own)
+	} wcache;
+	struct LocalSrcCache {
+		const MrEntry *entry; // in ctx->seg
+		uint64_t reg_seq;
+		uint64_t lo, hi;
+		uint64_t delta;
+		uint32_t lkey;
+		int32_t my_pid;
+	} lcache;
 	// qp_ex staging between wr_start and wr_complete.
 	SoftWr *staged;
 	uint32_t staged_count;
@@ -300,31 +325,17 @@ static inline void guard_unlock(std::atomic<bool> *g)
 static inline void td_guard_lock(std::atomic<bool> *g) { guard_lock(g); }
 static inline void td_guard_unlock(std::atomic<bool> *g) { guard_unlock(g); }
 
-// The send queue guard: sq_lock, or for thread-domain QPs the TD's guard
-// (the application's thread and the progress thread are the only parties).
-static inline void qp_sq_lock(SoftQp *qp)
-{
-	if (qp->td_mode) {
-		td_guard_lock(qp->td_guard);
-		return;
-	}
-	pthread_mutex_lock(&qp->sq_lock);
-}
+// The send queue guard: the QP's own sq_busy, or for thread-domain QPs the
+// TD's guard (qp->sq_guard points to the one in use). Holders run a bounded
+// piece of the data path, as hardware providers do under their send-queue
+// spinlocks.
+static inline void qp_sq_lock(SoftQp *qp) { guard_lock(qp->sq_guard); }
 // True when acquired.
 static inline bool qp_sq_trylock(SoftQp *qp)
 {
-	if (qp->td_mode)
-		return !qp->td_guard->exchange(true, std::memory_order_acquire);
-	return pthread_mutex_trylock(&qp->sq_lock) == 0;
+	return !qp->sq_guard->exchange(true, std::memory_order_acquire);
 }
-static inline void qp_sq_unlock(SoftQp *qp)
-{
-	if (qp->td_mode) {
-		td_guard_unlock(qp->td_guard);
-		return;
-	}
-	pthread_mutex_unlock(&qp->sq_lock);
-}
+static inline void qp_sq_unlock(SoftQp *qp) { guard_unlock(qp->sq_guard); }
 
 // Thread-domain CQs: takes up to n completions from the lane (see CqLane);
 // the application's thread only. Returns how many.
@@ -361,7 +372,7 @@ void routes_release();
 inline uint16_t device_lid(int index) { return uint16_t(index + 1); }
 
 // engine.cpp
-int post_send_impl(SoftQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 // Moves a thread-domain CQ's waiting completions, in order, into `cells`
 // (n of them, a power of two, at least as many as wait) and makes it the
 // lane's buffer; the caller holds the TD's guard, is the consumer and frees

@@ -740,6 +740,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	e.parent = 0;
 	e.bound_qpn = 0;
 	fill_share(e, mr->share, addr, e.iova, lo, hi, file_off);
+	e.reg_seq.store(e.reg_seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 	e.kind.store(KEY_MR, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 	mr->slot = slot;
@@ -819,6 +820,7 @@ static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, voi
 		e.access = access;
 		vmr->access = access;
 	}
+	e.reg_seq.store(e.reg_seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 	e.kind.store(KEY_MR, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 	return 0;
@@ -1888,6 +1890,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		errno = ENOMEM;
 		return nullptr;
 	}
+	qp->sq_guard = &qp->sq_busy;
 	qp->ctx = ctx;
 	qp->type = t;
 	uint32_t recv_sge = c.max_recv_sge ? c.max_recv_sge : 1;
@@ -1946,6 +1949,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		return undo(ENOMEM);
 	}
 	qp->slot = slot;
+	qp->entry = &seg->hdr->qps[slot];
 	qp->qpn = slot + kQpnBase;
 	QpEntry &e = seg->hdr->qps[slot];
 	e.generation++;
@@ -1984,7 +1988,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		qp->td_mode = qp->pd->parent && qp->pd->td;
 		if (qp->td_mode) {
 			SoftTd *td = reinterpret_cast<SoftTd *>(qp->pd->td);
-			qp->td_guard = &td->busy;
+			qp->sq_guard = &td->busy;
 			// Send completions into the send CQ's lane when that CQ
 			// belongs to the same thread domain.
 			if (qp->scq && qp->scq->td_mode && qp->scq->pd->td == qp->pd->td)
@@ -2005,7 +2009,6 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	qp->cap = c;
 	if (has_sq && !qp->cap.max_send_sge)
 		qp->cap.max_send_sge = 0;
-	pthread_mutex_init(&qp->sq_lock, nullptr);
 	pthread_mutex_init(&qp->rq_lock, nullptr);
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.cap = c;
@@ -2075,6 +2078,7 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 		errno = ENOMEM;
 		return nullptr;
 	}
+	qp->sq_guard = &qp->sq_busy;
 	shm_lock(&seg->hdr->lock);
 	QpEntry &e = seg->hdr->qps[s];
 	if (e.slot.load() != SLOT_LIVE || e.qp_type != IBV_QPT_XRC_RECV || e.xrcd != x->slot + 1) {
@@ -2095,11 +2099,11 @@ static struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_op
 	qp->ctx = ctx;
 	qp->type = IBV_QPT_XRC_RECV;
 	qp->slot = s;
+	qp->entry = &seg->hdr->qps[s];
 	qp->qpn = attr->qp_num;
 	qp->opened = true;
 	qp->xrcd = x;
 	x->users.fetch_add(1);
-	pthread_mutex_init(&qp->sq_lock, nullptr);
 	pthread_mutex_init(&qp->rq_lock, nullptr);
 	struct ibv_qp_init_attr_ex a = {};
 	a.qp_context = attr->qp_context;
@@ -2160,7 +2164,6 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 		qp->xrcd->users.fetch_sub(1);
 	if (qp->pd)
 		qp->pd->users.fetch_sub(1);
-	pthread_mutex_destroy(&qp->sq_lock);
 	pthread_mutex_destroy(&qp->rq_lock);
 	if (qp->staged_buf.ptr)
 		queue_buf_free(&qp->staged_buf);
@@ -2488,21 +2491,6 @@ static int soft_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 	init->qp_type = qp->type;
 	init->sq_sig_all = qp->sq_sig_all;
 	return 0;
-}
-
-static int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	struct ibv_send_wr *dummy;
-	if (!bad)
-		bad = &dummy;
-	if (!wr)
-		return 0;
-	SoftQp *qp = to_sqp(ibqp);
-	if (!qp->sq) {
-		*bad = wr;
-		return EINVAL;
-	}
-	return post_send_impl(qp, wr, bad);
 }
 
 static int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)

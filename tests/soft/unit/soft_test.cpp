@@ -9,8 +9,6 @@
 #include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
 
-#include <infiniband/openverbs.h>
-
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -28,6 +26,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -551,6 +550,142 @@ TEST_F(Loop, QpAccessFlagsAreEnforced)
 	ASSERT_TRUE(poll_one(cqa, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 	EXPECT_EQ(bufb[0], 'z');
+}
+
+// One RDMA WRITE after another takes the provider's cached checks of both
+// regions (engine.cpp, fast_write): every change to a region, the
+// responder QP or the range must still be seen.
+TEST_F(Loop, WriteAfterASuccessfulOneRechecksEverything)
+{
+	ibv_wc wc;
+	auto fresh = [&]() {
+		if (a)
+			ibv_destroy_qp(a);
+		if (b)
+			ibv_destroy_qp(b);
+		a = b = nullptr;
+		connect();
+	};
+	auto write8 = [&](char *src, uint32_t lkey, char *dst, uint32_t rkey) {
+		EXPECT_EQ(post(a, IBV_WR_RDMA_WRITE, src, 8, lkey, uintptr_t(dst), rkey), 0);
+		EXPECT_TRUE(poll_one(cqa, &wc));
+		return wc.status;
+	};
+	auto untouched = [&](const char *p) { return std::string(p, 8) == std::string(8, 'x'); };
+	memcpy(bufa.data(), "12345678", 8);
+
+	// The target region loses remote write (ibv_rereg_mr, same key).
+	fresh();
+	ASSERT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	EXPECT_EQ(std::string(bufb.data(), 8), "12345678");
+	memset(bufb.data(), 'x', 16);
+	ASSERT_EQ(ibv_rereg_mr(mrb, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+		  0);
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_REM_ACCESS_ERR);
+	EXPECT_TRUE(untouched(bufb.data()));
+	ASSERT_EQ(ibv_rereg_mr(mrb, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, kAllAccess), 0);
+
+	// Past the end of a region written before.
+	fresh();
+	ASSERT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	memset(bufb.data(), 'x', bufb.size());
+	char *end = bufb.data() + bufb.size();
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, end - 4, mrb->rkey), IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(std::string(end - 4, 4), "xxxx");
+
+	// The responder QP stops accepting remote writes.
+	fresh();
+	ASSERT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	memset(bufb.data(), 'x', 16);
+	ibv_qp_attr qa = {};
+	qa.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	ASSERT_EQ(ibv_modify_qp(b, &qa, IBV_QP_ACCESS_FLAGS), 0);
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_REM_ACCESS_ERR);
+	EXPECT_TRUE(untouched(bufb.data()));
+
+	// The target region is deregistered and registered again (new key).
+	fresh();
+	ASSERT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	uint32_t old_rkey = mrb->rkey;
+	ASSERT_EQ(ibv_dereg_mr(mrb), 0);
+	mrb = ibv_reg_mr(pd, bufb.data(), bufb.size(), kAllAccess);
+	ASSERT_NE(mrb, nullptr);
+	ASSERT_NE(mrb->rkey, old_rkey);
+	memset(bufb.data(), 'x', 16);
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), old_rkey), IBV_WC_REM_ACCESS_ERR);
+	EXPECT_TRUE(untouched(bufb.data()));
+	fresh();
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+
+	// The source region moves (ibv_rereg_mr with a new translation): the
+	// old addresses are refused, the new ones read.
+	fresh();
+	ASSERT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	std::vector<char> other(4096);
+	memcpy(other.data(), "newplace", 8);
+	ASSERT_EQ(ibv_rereg_mr(mra, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other.data(),
+			       other.size(), 0),
+		  0);
+	memset(bufb.data(), 'x', 16);
+	EXPECT_EQ(write8(bufa.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_LOC_PROT_ERR);
+	EXPECT_TRUE(untouched(bufb.data()));
+	fresh();
+	EXPECT_EQ(write8(other.data(), mra->lkey, bufb.data(), mrb->rkey), IBV_WC_SUCCESS);
+	EXPECT_EQ(std::string(bufb.data(), 8), "newplace");
+
+	// The source region is deregistered.
+	uint32_t old_lkey = mra->lkey;
+	ASSERT_EQ(ibv_dereg_mr(mra), 0);
+	mra = nullptr;
+	memset(bufb.data(), 'x', 16);
+	EXPECT_EQ(write8(other.data(), old_lkey, bufb.data(), mrb->rkey), IBV_WC_LOC_PROT_ERR);
+	EXPECT_TRUE(untouched(bufb.data()));
+}
+
+// The cached check of a target region must tell a key that was issued
+// again (same slot, same 8-bit generation) from the registration it
+// checked: the new one has no remote write, so the write is refused.
+TEST_F(Loop, WriteSeesAReissuedKey)
+{
+	connect();
+	std::vector<char> buf(4096, 'x');
+	// A new thread starts its slot search at 0, so each registration made
+	// from one takes the lowest free slot.
+	auto reg_in_new_thread = [&](int access) {
+		ibv_mr *m = nullptr;
+		std::thread t([&] { m = ibv_reg_mr(pd, buf.data(), buf.size(), access); });
+		t.join();
+		return m;
+	};
+	ibv_mr *first = reg_in_new_thread(kAllAccess);
+	ASSERT_NE(first, nullptr);
+	uint32_t key = first->rkey;
+	memcpy(bufa.data(), "12345678", 8);
+	ibv_wc wc;
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(buf.data()), key), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(ibv_dereg_mr(first), 0);
+	// The key's low byte counts registrations on the device: the same slot
+	// comes back with the same key within 256 registrations.
+	ibv_mr *again = nullptr;
+	for (int i = 0; i < 4096 && !again; i++) {
+		ibv_mr *m = reg_in_new_thread(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		ASSERT_NE(m, nullptr);
+		if (m->rkey == key)
+			again = m;
+		else
+			ASSERT_EQ(ibv_dereg_mr(m), 0);
+	}
+	if (!again)
+		GTEST_SKIP() << "the key was not issued again (another process took the slot)";
+	memset(buf.data(), 'x', 16);
+	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(buf.data()), key), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(std::string(buf.data(), 8), std::string(8, 'x'));
+	ibv_dereg_mr(again);
 }
 
 TEST_F(Loop, LocalProtectionAndLengthErrors)
