@@ -1852,7 +1852,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 		return 0;
 	SoftQp *qp = to_sqp(ibqp);
 	if (!wr->next && wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && wr->sg_list &&
-	    (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && qp->sq && qp->scq) {
+	    (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && qp->sq && qp->scq &&
+	    qp->cap.max_send_sge) {
 		uint32_t len = wr->sg_list->length;
 		if (len && len <= kMaxMsgSize &&
 		    (!(wr->send_flags & IBV_SEND_INLINE) || len <= qp->cap.max_inline_data)) {
