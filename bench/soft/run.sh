@@ -100,6 +100,7 @@ rows = [
   ("ib_write_bw 64 KiB (GB/s)", wb64, ">= 10", wb64 >= 10),
   ("ib_write_bw 1 MiB (GB/s)", wb1m, ">= %.2f (0.5 x memcpy %.2f)" % (mc1m / 2, mc1m), wb1m >= mc1m / 2),
   ("write_lat / UCX put_lat (median per round)", lr, "<= 2.0", lr <= 2.0),
+  ("write_lat / UCX put_lat (median / median)", wl / ul, "(information)", True),
   ("write_lat / UCX put_lat (best of rounds)", best, "(information)", True),
   ("write_bw 64K / UCX put_bw (%.2f GB/s)" % ub64, wb64 / ub64, ">= 0.8", wb64 / ub64 >= 0.8),
   ("write_bw 1M / UCX put_bw (%.2f GB/s)" % ub1m, wb1m / ub1m, ">= 0.8", wb1m / ub1m >= 0.8),

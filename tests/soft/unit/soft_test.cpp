@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -686,6 +687,40 @@ TEST_F(Loop, WriteSeesAReissuedKey)
 	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 	EXPECT_EQ(std::string(buf.data(), 8), std::string(8, 'x'));
 	ibv_dereg_mr(again);
+}
+
+// Several threads post on one QP at once (the send queue's guard): every
+// write lands and every signaled one completes.
+TEST_F(Loop, ThreadsPostingOnOneQp)
+{
+	connect();
+	constexpr int kThreads = 4, kWrites = 2000, kSpan = 1024;
+	for (int t = 0; t < kThreads; t++)
+		memset(bufa.data() + t * kSpan, 'a' + t, kSpan);
+	memset(bufb.data(), 0, kThreads * kSpan);
+	std::vector<std::thread> threads;
+	std::atomic<int> failures{0};
+	for (int t = 0; t < kThreads; t++)
+		threads.emplace_back([&, t] {
+			for (int i = 0; i < kWrites; i++) {
+				uint32_t off = t * kSpan + (i % (kSpan / 8)) * 8;
+				// Unsignaled but the last: the CQ holds one per thread.
+				unsigned flags = i == kWrites - 1 ? IBV_SEND_SIGNALED : 0;
+				if (post(a, IBV_WR_RDMA_WRITE, bufa.data() + off, 8, mra->lkey,
+					 uintptr_t(bufb.data() + off), mrb->rkey, flags))
+					failures++;
+			}
+		});
+	for (auto &th : threads)
+		th.join();
+	EXPECT_EQ(failures.load(), 0);
+	for (int t = 0; t < kThreads; t++) {
+		ibv_wc wc;
+		ASSERT_TRUE(poll_one(cqa, &wc));
+		EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	for (int t = 0; t < kThreads; t++)
+		EXPECT_EQ(std::string(bufb.data() + t * kSpan, kSpan), std::string(kSpan, 'a' + t));
 }
 
 TEST_F(Loop, LocalProtectionAndLengthErrors)
