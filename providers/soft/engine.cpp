@@ -1629,6 +1629,21 @@ static inline bool entry_holds(const MrEntry *e, uint32_t key, uint64_t seq)
 	       e->reg_seq.load(std::memory_order_relaxed) == seq;
 }
 
+// The entry of `key` in seg when it holds a live memory region with that
+// key, and its registration count in *seq; the caller reads the fields it
+// needs, then confirms with entry_holds. nullptr: no such region.
+static const MrEntry *live_mr_entry(Segment *seg, uint32_t key, uint64_t *seq)
+{
+	uint32_t slot = (key >> 8) - 1;
+	if ((key >> 8) == 0 || slot >= kMaxMrs)
+		return nullptr;
+	const MrEntry &e = seg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
+		return nullptr;
+	*seq = e.reg_seq.load(std::memory_order_relaxed);
+	return &e;
+}
+
 static inline uint64_t range_end(uint64_t start, uint64_t length)
 {
 	return length > ~0ull - start ? ~0ull : start + length;
@@ -1639,13 +1654,11 @@ static inline uint64_t range_end(uint64_t start, uint64_t length)
 // key, a window, no remote write, a peer region without a shareable memfd).
 static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uint32_t rkey)
 {
-	uint32_t slot = (rkey >> 8) - 1;
-	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
+	uint64_t seq;
+	const MrEntry *ep = live_mr_entry(rseg, rkey, &seq);
+	if (!ep)
 		return false;
-	const MrEntry &e = rseg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != rkey)
-		return false;
-	uint64_t seq = e.reg_seq.load(std::memory_order_relaxed);
+	const MrEntry &e = *ep;
 	int32_t pid = e.owner_pid, memfd = e.memfd;
 	uint32_t pd_id = e.pd_id, access = e.access, ino = e.memfd_ino;
 	uint64_t base = e.addr, iova = e.iova, length = e.length;
@@ -1683,13 +1696,11 @@ static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uin
 static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
 {
 	Segment *seg = qp->ctx->seg;
-	uint32_t slot = (lkey >> 8) - 1;
-	if ((lkey >> 8) == 0 || slot >= kMaxMrs)
+	uint64_t seq;
+	const MrEntry *ep = live_mr_entry(seg, lkey, &seq);
+	if (!ep)
 		return false;
-	const MrEntry &e = seg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != lkey)
-		return false;
-	uint64_t seq = e.reg_seq.load(std::memory_order_relaxed);
+	const MrEntry &e = *ep;
 	uint32_t owner = e.owner, pd_id = e.pd_id;
 	int32_t pid = e.owner_pid;
 	uint64_t base = e.addr, iova = e.iova, length = e.length;

@@ -290,7 +290,7 @@ struct SoftQp {
 	uint32_t staged_count;
 	uint32_t staged_cap;
 	int staged_err;
-	bool flushed;
+	std::atomic<bool> flushed; // the watchdog peeks without the guard
 	// XRC_RECV handles: the QpEntry::error_seq last reported to this handle.
 	uint32_t fatal_seen;
 	SoftQp *next;

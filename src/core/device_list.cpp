@@ -233,6 +233,8 @@ int refresh(DeviceList &l)
 			if (it != index.end()) {
 				SysfsDevPtr &f = found[it->second];
 				if (f && same_device(s, f.get())) {
+					// The key views f's name: out of the index first.
+					index.erase(it);
 					f.reset();
 					present = true;
 				}
