@@ -83,8 +83,38 @@ static bool key_lookup(Segment *seg, uint32_t key, MrEntry &out)
 	return e.kind.load(std::memory_order_relaxed) == kind && e.key == key;
 }
 
-// What the requester's own SGE check needs of a memory region.
+// Whether entry e still holds the registration of `key` numbered seq.
+static inline bool entry_holds(const MrEntry *e, uint32_t key, uint64_t seq)
+{
+	return e->kind.load(std::memory_order_acquire) == KEY_MR && e->key == key &&
+	       e->reg_seq.load(std::memory_order_relaxed) == seq;
+}
+
+// The entry of `key` in seg when it holds a live memory region with that
+// key, and its registration count in *seq; the caller reads the fields it
+// needs, then confirms with entry_holds. nullptr: no such region.
+static const MrEntry *live_mr_entry(Segment *seg, uint32_t key, uint64_t *seq)
+{
+	uint32_t slot = (key >> 8) - 1;
+	if ((key >> 8) == 0 || slot >= kMaxMrs)
+		return nullptr;
+	const MrEntry &e = seg->hdr->mrs[slot];
+	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
+		return nullptr;
+	*seq = e.reg_seq.load(std::memory_order_relaxed);
+	return &e;
+}
+
+static inline uint64_t range_end(uint64_t start, uint64_t length)
+{
+	return length > ~0ull - start ? ~0ull : start + length;
+}
+
+// What the requester's own SGE check needs of a memory region, and the
+// registration it was read from (for fast_write's cache).
 struct LocalMr {
+	const MrEntry *entry;
+	uint64_t reg_seq;
 	uint32_t owner;
 	int32_t owner_pid;
 	uint32_t pd_id;
@@ -95,25 +125,31 @@ struct LocalMr {
 };
 
 // Reads the fields of MR `key` that a local SGE check needs (no whole-entry
-// copy), then checks that the entry still holds the same live MR, as
-// key_lookup does. False if the key is unknown or not an MR.
+// copy), then checks that the entry still holds the same registration.
+// False if the key is unknown or not an MR.
 static inline bool local_mr_lookup(Segment *seg, uint32_t key, LocalMr &out)
 {
-	uint32_t slot = (key >> 8) - 1;
-	if ((key >> 8) == 0 || slot >= kMaxMrs)
+	const MrEntry *e = live_mr_entry(seg, key, &out.reg_seq);
+	if (!e)
 		return false;
-	MrEntry &e = seg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
-		return false;
-	out.owner = e.owner;
-	out.owner_pid = e.owner_pid;
-	out.pd_id = e.pd_id;
-	out.access = e.access;
-	out.addr = e.addr;
-	out.iova = e.iova;
-	out.length = e.length;
+	out.entry = e;
+	out.owner = e->owner;
+	out.owner_pid = e->owner_pid;
+	out.pd_id = e->pd_id;
+	out.access = e->access;
+	out.addr = e->addr;
+	out.iova = e->iova;
+	out.length = e->length;
 	std::atomic_thread_fence(std::memory_order_acquire);
-	return e.kind.load(std::memory_order_relaxed) == KEY_MR && e.key == key;
+	return entry_holds(e, key, out.reg_seq);
+}
+
+// Whether region m may be a gather or scatter entry of qp: registered by
+// this process on this device, in the QP's PD.
+static inline bool local_mr_usable(const SoftQp *qp, const LocalMr &m)
+{
+	return m.owner == qp->ctx->seg->my_proc && m.owner_pid == my_pid() &&
+	       (m.pd_id == qp->pd_id || !qp->pd_id);
 }
 
 static inline bool local_range_ok(const LocalMr &m, uint64_t addr, uint64_t len)
@@ -193,10 +229,7 @@ resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
 		if (!s.length)
 			continue;
 		LocalMr m;
-		if (!local_mr_lookup(seg, s.lkey, m) || m.owner != seg->my_proc ||
-		    m.owner_pid != my_pid())
-			return IBV_WC_LOC_PROT_ERR;
-		if (m.pd_id != qp->pd_id && qp->pd_id)
+		if (!local_mr_lookup(seg, s.lkey, m) || !local_mr_usable(qp, m))
 			return IBV_WC_LOC_PROT_ERR;
 		if (!local_range_ok(m, s.addr, s.length))
 			return IBV_WC_LOC_PROT_ERR;
@@ -508,15 +541,20 @@ static __attribute__((noinline)) void complete_send_ring(SoftQp *qp, uint64_t wr
 	});
 }
 
-// The send completion of w (when it is signaled, or failed): into the lane
-// of a thread-domain send CQ, else its shared ring.
-static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+// A send completion (when the request is signaled, or failed): into the
+// lane of a thread-domain send CQ, else its shared ring.
+static inline void complete_send(SoftQp *qp, uint64_t wr_id, uint32_t send_flags,
+				 enum ibv_wc_opcode op, enum ibv_wc_status st, uint32_t len)
 {
-	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
+	if (st == IBV_WC_SUCCESS && !(send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
 		return;
 	if (qp->lane)
-		return lane_push(qp, w.wr_id, st, send_wc_opcode(w.opcode), len);
-	complete_send_ring(qp, w.wr_id, send_wc_opcode(w.opcode), st, len);
+		return lane_push(qp, wr_id, st, op, len);
+	complete_send_ring(qp, wr_id, op, st, len);
+}
+static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+{
+	complete_send(qp, w.wr_id, w.send_flags, send_wc_opcode(w.opcode), st, len);
 }
 
 void flush_rq(SoftQp *qp)
@@ -1410,7 +1448,7 @@ static void run_queue(SoftQp *qp, bool force)
 			if (now < w.due_ns)
 				return;
 		}
-		uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+		uint32_t st = qp->entry->state.load(std::memory_order_acquire);
 		if (st == IBV_QPS_ERR) {
 			qp_to_error(qp, false);
 			return;
@@ -1447,7 +1485,7 @@ uint64_t progress_qp(SoftQp *qp, bool force)
 static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 {
 	*done = 0;
-	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		SoftWr &w = wrs[i];
 		if (st == IBV_QPS_ERR) {
@@ -1622,33 +1660,6 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 // Whenever a check fails or anything is unusual it declines, and the
 // general path runs the request and reports whatever is wrong.
 
-// Whether entry e still holds the registration of `key` numbered seq.
-static inline bool entry_holds(const MrEntry *e, uint32_t key, uint64_t seq)
-{
-	return e->kind.load(std::memory_order_acquire) == KEY_MR && e->key == key &&
-	       e->reg_seq.load(std::memory_order_relaxed) == seq;
-}
-
-// The entry of `key` in seg when it holds a live memory region with that
-// key, and its registration count in *seq; the caller reads the fields it
-// needs, then confirms with entry_holds. nullptr: no such region.
-static const MrEntry *live_mr_entry(Segment *seg, uint32_t key, uint64_t *seq)
-{
-	uint32_t slot = (key >> 8) - 1;
-	if ((key >> 8) == 0 || slot >= kMaxMrs)
-		return nullptr;
-	const MrEntry &e = seg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
-		return nullptr;
-	*seq = e.reg_seq.load(std::memory_order_relaxed);
-	return &e;
-}
-
-static inline uint64_t range_end(uint64_t start, uint64_t length)
-{
-	return length > ~0ull - start ? ~0ull : start + length;
-}
-
 // Checks memory region `rkey` of the responder's device rseg for remote
 // writes and caches the result in qp->wcache. False: not cacheable (unknown
 // key, a window, no remote write, a peer region without a shareable memfd).
@@ -1695,21 +1706,11 @@ static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uin
 // result in qp->lcache. False: unknown key, not mine, another PD.
 static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
 {
-	Segment *seg = qp->ctx->seg;
-	uint64_t seq;
-	const MrEntry *ep = live_mr_entry(seg, lkey, &seq);
-	if (!ep)
+	LocalMr m;
+	if (!local_mr_lookup(qp->ctx->seg, lkey, m) || !local_mr_usable(qp, m))
 		return false;
-	const MrEntry &e = *ep;
-	uint32_t owner = e.owner, pd_id = e.pd_id;
-	int32_t pid = e.owner_pid;
-	uint64_t base = e.addr, iova = e.iova, length = e.length;
-	std::atomic_thread_fence(std::memory_order_acquire);
-	if (!entry_holds(&e, lkey, seq) || owner != seg->my_proc || pid != my_pid() ||
-	    (qp->pd_id && pd_id != qp->pd_id))
-		return false;
-	qp->lcache = SoftQp::LocalSrcCache{&e, seq, iova, range_end(iova, length), base - iova, lkey,
-					   my_pid()};
+	qp->lcache = SoftQp::LocalSrcCache{m.entry, m.reg_seq, m.iova, range_end(m.iova, m.length),
+					   m.addr - m.iova, lkey, my_pid()};
 	return true;
 }
 
@@ -1777,12 +1778,7 @@ static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, ui
 		copy_small(dst, src, len);
 	else
 		copy_bytes(dst, src, len);
-	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all) {
-		if (qp->lane)
-			lane_push(qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
-		else
-			complete_send_ring(qp, wr->wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, 0);
-	}
+	complete_send(qp, wr->wr_id, wr->send_flags, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, 0);
 	return 0;
 }
 
@@ -1794,7 +1790,7 @@ static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_se
 		*bad = wr;
 		return EINVAL;
 	}
-	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire);
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
 	if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD) {
 		*bad = wr;
 		return EINVAL;
@@ -1811,7 +1807,7 @@ static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_se
 		}
 		// Nothing queued ahead of it: execute it from the stack.
 		if (!qp->sq_count &&
-		    qp->ctx->seg->hdr->qps[qp->slot].state.load(std::memory_order_acquire) ==
+		    qp->entry->state.load(std::memory_order_acquire) ==
 			    IBV_QPS_RTS) {
 			w->rnr_left = qp->attr.rnr_retry;
 			w->retry_left = qp->attr.retry_cnt;

@@ -61,7 +61,7 @@ static int wr_complete(struct ibv_qp_ex *x)
 	SoftQp *qp = from_ex(x);
 	int rc = qp->staged_err;
 	if (!rc && qp->staged_count) {
-		uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load();
+		uint32_t st = qp->entry->state.load();
 		if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD)
 			rc = EINVAL;
 		else

@@ -231,7 +231,6 @@ struct SoftQp {
 	std::atomic<bool> sq_busy;
 	std::atomic<bool> *sq_guard;
 	pthread_mutex_t rq_lock;
-	bool td_mode;
 	// The send CQ's lane when the send CQ belongs to the same thread domain:
 	// send completions go there instead of the shared ring.
 	CqLane *lane;

@@ -899,7 +899,7 @@ static int soft_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_
 	w->mw = ibmw;
 	w->bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
 	w->bind = bind->bind_info;
-	uint32_t st = qp->ctx->seg->hdr->qps[qp->slot].state.load();
+	uint32_t st = qp->entry->state.load();
 	int rc = st == IBV_QPS_RTS || st == IBV_QPS_ERR ? submit_wrs(qp, w, 1) : EINVAL;
 	free(w);
 	return rc;
@@ -1985,8 +1985,7 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	if (pd && t != IBV_QPT_XRC_RECV) {
 		qp->pd = to_spd(pd);
 		qp->pd->users.fetch_add(1);
-		qp->td_mode = qp->pd->parent && qp->pd->td;
-		if (qp->td_mode) {
+		if (qp->pd->parent && qp->pd->td) {
 			SoftTd *td = reinterpret_cast<SoftTd *>(qp->pd->td);
 			qp->sq_guard = &td->busy;
 			// Send completions into the send CQ's lane when that CQ
