@@ -1,0 +1,71 @@
+// Address model of the software devices' connection manager (addr.h).
+#include "rdmacm/usercm/addr.h"
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <gtest/gtest.h>
+
+using namespace ov::usercm;
+
+namespace {
+
+sockaddr_storage ip(const char *text)
+{
+	sockaddr_storage ss{};
+	auto *a4 = reinterpret_cast<sockaddr_in *>(&ss);
+	auto *a6 = reinterpret_cast<sockaddr_in6 *>(&ss);
+	if (inet_pton(AF_INET, text, &a4->sin_addr) == 1)
+		a4->sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, text, &a6->sin6_addr) == 1)
+		a6->sin6_family = AF_INET6;
+	return ss;
+}
+
+const sockaddr *sa(const sockaddr_storage &ss) { return reinterpret_cast<const sockaddr *>(&ss); }
+
+} // namespace
+
+TEST(CmAddr, BindingSyntax)
+{
+	std::vector<AddrBinding> b;
+	ASSERT_TRUE(parse_bindings("soft1=10.1.0.0/16,fd00::5;soft0=*", b));
+	ASSERT_EQ(b.size(), 3u);
+	EXPECT_EQ(b[0].device, 1);
+	EXPECT_EQ(b[0].family, AF_INET);
+	EXPECT_EQ(b[0].prefix, 16);
+	EXPECT_EQ(b[1].family, AF_INET6);
+	EXPECT_EQ(b[1].prefix, 128);
+	EXPECT_EQ(b[2].device, 0);
+	EXPECT_EQ(b[2].family, AF_UNSPEC);
+	std::vector<AddrBinding> none;
+	EXPECT_FALSE(parse_bindings("soft=1.2.3.4", none));
+	EXPECT_FALSE(parse_bindings("soft1=1.2.3.4/33", none));
+	EXPECT_FALSE(parse_bindings("soft1=banana", none));
+	EXPECT_FALSE(parse_bindings("mlx5_0=1.2.3.4", none));
+	EXPECT_FALSE(parse_bindings("soft256=1.2.3.4", none));
+	EXPECT_TRUE(none.empty());
+}
+
+TEST(CmAddr, LocalAddresses)
+{
+	EXPECT_TRUE(is_local_address(sa(ip("127.0.0.1"))));
+	EXPECT_TRUE(is_local_address(sa(ip("127.9.8.7"))));
+	EXPECT_TRUE(is_local_address(sa(ip("::1"))));
+	EXPECT_TRUE(is_local_address(sa(ip("::ffff:127.0.0.1"))));
+	EXPECT_TRUE(is_local_address(sa(ip("0.0.0.0"))));
+	EXPECT_TRUE(is_local_address(sa(ip("::"))));
+	EXPECT_FALSE(is_local_address(sa(ip("192.0.2.1")))); // TEST-NET-1
+	EXPECT_FALSE(is_local_address(sa(ip("2001:db8::1"))));
+	EXPECT_FALSE(is_local_address(nullptr));
+	EXPECT_EQ(soft_device_for(sa(ip("127.0.0.1"))), 0);
+	EXPECT_EQ(soft_device_for(sa(ip("192.0.2.1"))), -1);
+}
+
+TEST(CmAddr, Keys)
+{
+	EXPECT_EQ(addr_key(sa(ip("127.0.0.1"))), "7f000001");
+	EXPECT_EQ(addr_key(sa(ip("::ffff:127.0.0.1"))), "7f000001");
+	EXPECT_EQ(addr_key(sa(ip("0.0.0.0"))), "any4");
+	EXPECT_EQ(addr_key(sa(ip("::"))), "any6");
+	EXPECT_EQ(addr_key(sa(ip("::1"))), "00000000000000000000000000000001");
+}
