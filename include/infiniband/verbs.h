@@ -2252,8 +2252,9 @@ static inline struct verbs_context *verbs_get_ctx(struct ibv_context *ctx)
 
 /*
  * The NULL-terminated list of RDMA devices (ibv_get_device_list(3)); the
- * count goes to *num_devices when it is not NULL.  NULL with errno set
- * (EPERM, ENOSYS, ENOMEM) on failure.  Free with ibv_free_device_list().
+ * count goes to *num_devices when it is not NULL (0 on failure).  NULL with
+ * errno ENOMEM on failure; a host without RDMA support gets an empty list,
+ * not an error.  Free with ibv_free_device_list().
  */
 struct ibv_device **ibv_get_device_list(int *num_devices);
 

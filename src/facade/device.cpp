@@ -18,18 +18,20 @@
 #include <fcntl.h>
 #include <mutex>
 
-// Declared by rdma-core's driver.h; not (yet) in ours.
-
 namespace {
 std::mutex g_guid_lock; // serialises the lazy node_guid read
 }
 
 // Returns a NULL-terminated array of the devices present now (each held
 // until ibv_free_device_list). Fields used: none. *num_devices (optional)
-// gets the count. No RDMA support at all is not an error: an empty array
-// comes back. Errors (NULL + errno): ENOMEM. Source: ibv_get_device_list(3).
+// gets the count, and 0 on failure (as rdma-core's libibverbs/device.c sets
+// it before anything can fail). No RDMA support at all is not an error: an
+// empty array comes back. Errors (NULL + errno): ENOMEM.
+// Source: ibv_get_device_list(3).
 OV_EXPORT_V11 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
+	if (num_devices)
+		*num_devices = 0;
 	ov::core::library_init();
 	std::vector<ibv_device *> devs;
 	int rc;
