@@ -132,17 +132,33 @@ struct Loop : public ::testing::Test {
 		return ibv_create_qp(pd, &ia);
 	}
 
-	void connect(ibv_qp_type t = IBV_QPT_RC, int access = kAllAccess, uint8_t rnr_retry = 7)
+	// Creates a and b and brings both to RTS. Returns the first failure so
+	// that call sites stop the test with ASSERT_TRUE(connect(...)) (a
+	// fatal failure inside a void helper would only leave the helper).
+	[[nodiscard]] ::testing::AssertionResult connect(ibv_qp_type t = IBV_QPT_RC,
+							 int access = kAllAccess,
+							 uint8_t rnr_retry = 7)
 	{
 		a = make_qp(t, cqa, nullptr, 64);
 		b = make_qp(t, cqb, nullptr, 64);
-		ASSERT_TRUE(a && b);
-		ASSERT_EQ(to_init(a, access), 0);
-		ASSERT_EQ(to_init(b, access), 0);
-		ASSERT_EQ(to_rtr(a, b->qp_num), 0);
-		ASSERT_EQ(to_rtr(b, a->qp_num), 0);
-		ASSERT_EQ(to_rts(a, rnr_retry), 0);
-		ASSERT_EQ(to_rts(b, rnr_retry), 0);
+		if (!a || !b)
+			return ::testing::AssertionFailure() << "ibv_create_qp: " << strerror(errno);
+		auto failed = [](const char *what, int rc) {
+			return ::testing::AssertionFailure() << "modify to " << what << ": " << strerror(rc);
+		};
+		if (int rc = to_init(a, access))
+			return failed("INIT (a)", rc);
+		if (int rc = to_init(b, access))
+			return failed("INIT (b)", rc);
+		if (int rc = to_rtr(a, b->qp_num))
+			return failed("RTR (a)", rc);
+		if (int rc = to_rtr(b, a->qp_num))
+			return failed("RTR (b)", rc);
+		if (int rc = to_rts(a, rnr_retry))
+			return failed("RTS (a)", rc);
+		if (int rc = to_rts(b, rnr_retry))
+			return failed("RTS (b)", rc);
+		return ::testing::AssertionSuccess();
 	}
 
 	int post_recv(ibv_qp *qp, ibv_mr *mr, char *buf, uint32_t len, uint64_t id = 7)
@@ -376,7 +392,7 @@ TEST_F(Loop, CreateQpLimits)
 
 TEST_F(Loop, SendRecvWithImmediateAndInline)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128), 0);
 	memcpy(bufa.data(), "hello, soft", 12);
 	ASSERT_EQ(post(a, IBV_WR_SEND_WITH_IMM, bufa.data(), 12, mra->lkey), 0);
@@ -408,7 +424,7 @@ TEST_F(Loop, SendRecvWithImmediateAndInline)
 
 TEST_F(Loop, UnsignaledSendsCompleteSilently)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	for (int i = 0; i < 3; i++)
 		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128, i), 0);
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey, 0, 0, 0), 0);
@@ -430,7 +446,7 @@ TEST_F(Loop, UnsignaledSendsCompleteSilently)
 
 TEST_F(Loop, RdmaWriteReadAndWriteWithImm)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	memcpy(bufa.data(), "written", 8);
 	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(bufb.data() + 100),
 		       mrb->rkey),
@@ -462,7 +478,7 @@ TEST_F(Loop, RdmaWriteReadAndWriteWithImm)
 
 TEST_F(Loop, AtomicsCompareSwapAndFetchAdd)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	auto *target = reinterpret_cast<uint64_t *>(bufb.data() + 64);
 	*target = 5;
 	ibv_sge s = {uintptr_t(bufa.data()), 8, mra->lkey};
@@ -505,7 +521,7 @@ TEST_F(Loop, BadRkeyOutOfBoundsAndMissingRightLeaveTargetUntouched)
 	} cases[] = {{0, 8, true}, {uint64_t(1 << 16) - 4, 8, false}};
 	for (auto c : cases) {
 		SCOPED_TRACE(c.off);
-		connect();
+		ASSERT_TRUE(connect());
 		memset(bufb.data(), 'x', bufb.size());
 		memset(bufa.data(), 'A', 64);
 		uint32_t rkey = c.badkey ? mrb->rkey ^ 0x100 : mrb->rkey;
@@ -526,7 +542,7 @@ TEST_F(Loop, BadRkeyOutOfBoundsAndMissingRightLeaveTargetUntouched)
 		a = b = nullptr;
 	}
 	// Missing right: region without remote write.
-	connect();
+	ASSERT_TRUE(connect());
 	ibv_mr *ro = ibv_reg_mr(pd, bufb.data() + 1024, 1024, IBV_ACCESS_REMOTE_READ);
 	ASSERT_NE(ro, nullptr);
 	memset(bufb.data() + 1024, 'y', 16);
@@ -542,7 +558,7 @@ TEST_F(Loop, BadRkeyOutOfBoundsAndMissingRightLeaveTargetUntouched)
 
 TEST_F(Loop, QpAccessFlagsAreEnforced)
 {
-	connect(IBV_QPT_RC, IBV_ACCESS_REMOTE_READ); // responder allows reads only
+	ASSERT_TRUE(connect(IBV_QPT_RC, IBV_ACCESS_REMOTE_READ)); // responder allows reads only
 	memset(bufb.data(), 'z', 8);
 	ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data(), 8, mra->lkey, uintptr_t(bufb.data()),
 		       mrb->rkey),
@@ -565,7 +581,7 @@ TEST_F(Loop, WriteAfterASuccessfulOneRechecksEverything)
 		if (b)
 			ibv_destroy_qp(b);
 		a = b = nullptr;
-		connect();
+		ASSERT_TRUE(connect());
 	};
 	auto write8 = [&](char *src, uint32_t lkey, char *dst, uint32_t rkey) {
 		EXPECT_EQ(post(a, IBV_WR_RDMA_WRITE, src, 8, lkey, uintptr_t(dst), rkey), 0);
@@ -649,7 +665,7 @@ TEST_F(Loop, WriteAfterASuccessfulOneRechecksEverything)
 // checked: the new one has no remote write, so the write is refused.
 TEST_F(Loop, WriteSeesAReissuedKey)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	std::vector<char> buf(4096, 'x');
 	// A new thread starts its slot search at 0, so each registration made
 	// from one takes the lowest free slot.
@@ -693,7 +709,7 @@ TEST_F(Loop, WriteSeesAReissuedKey)
 // write lands and every signaled one completes.
 TEST_F(Loop, ThreadsPostingOnOneQp)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	constexpr int kThreads = 4, kWrites = 2000, kSpan = 1024;
 	for (int t = 0; t < kThreads; t++)
 		memset(bufa.data() + t * kSpan, 'a' + t, kSpan);
@@ -725,7 +741,7 @@ TEST_F(Loop, ThreadsPostingOnOneQp)
 
 TEST_F(Loop, LocalProtectionAndLengthErrors)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	ibv_wc wc;
 	// Bad lkey.
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 8, mra->lkey + 0x100), 0);
@@ -735,7 +751,7 @@ TEST_F(Loop, LocalProtectionAndLengthErrors)
 	ibv_destroy_qp(b);
 	a = b = nullptr;
 	// Receive buffer too small: receiver LOC_LEN_ERR, sender REM_INV_REQ_ERR.
-	connect();
+	ASSERT_TRUE(connect());
 	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 4), 0);
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 64, mra->lkey), 0);
 	ASSERT_TRUE(poll_one(cqb, &wc));
@@ -746,7 +762,7 @@ TEST_F(Loop, LocalProtectionAndLengthErrors)
 	ibv_destroy_qp(b);
 	a = b = nullptr;
 	// RDMA read into a region without local write.
-	connect();
+	ASSERT_TRUE(connect());
 	ibv_mr *ro = ibv_reg_mr(pd, bufa.data() + 4096, 4096, 0);
 	ASSERT_NE(ro, nullptr);
 	ASSERT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data() + 4096, 8, ro->lkey, uintptr_t(bufb.data()),
@@ -759,7 +775,7 @@ TEST_F(Loop, LocalProtectionAndLengthErrors)
 
 TEST_F(Loop, ErrorStateFlushesOutstandingWork)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 100 + i), 0);
 	ibv_qp_attr at = {};
@@ -786,7 +802,7 @@ TEST_F(Loop, ErrorStateFlushesOutstandingWork)
 
 TEST_F(Loop, RnrRetryExceededAndRnrRecovery)
 {
-	connect(IBV_QPT_RC, kAllAccess, 0); // no RNR retries
+	ASSERT_TRUE(connect(IBV_QPT_RC, kAllAccess, 0)); // no RNR retries
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
 	ibv_wc wc;
 	ASSERT_TRUE(poll_one(cqa, &wc));
@@ -794,7 +810,7 @@ TEST_F(Loop, RnrRetryExceededAndRnrRecovery)
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
 	a = b = nullptr;
-	connect(IBV_QPT_RC, kAllAccess, 7); // retry for ever
+	ASSERT_TRUE(connect(IBV_QPT_RC, kAllAccess, 7)); // retry for ever
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
 	usleep(20000);
 	EXPECT_EQ(ibv_poll_cq(cqa, 1, &wc), 0); // still waiting for a receive
@@ -807,7 +823,7 @@ TEST_F(Loop, RnrRetryExceededAndRnrRecovery)
 
 TEST_F(Loop, UnreliableConnectedDropsWithoutReceive)
 {
-	connect(IBV_QPT_UC);
+	ASSERT_TRUE(connect(IBV_QPT_UC));
 	ibv_wc wc;
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
 	ASSERT_TRUE(poll_one(cqa, &wc));
@@ -991,7 +1007,7 @@ TEST_F(Loop, CompletionChannelWorksWithPollAndEpoll)
 	ASSERT_NE(cq, nullptr);
 	ibv_destroy_cq(cqb);
 	cqb = cq;
-	connect();
+	ASSERT_TRUE(connect());
 	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
 	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -1092,7 +1108,7 @@ TEST_F(Loop, CqExStartPollAndQpExWrApi)
 
 TEST_F(Loop, MemoryWindowsType1And2)
 {
-	connect();
+	ASSERT_TRUE(connect());
 	ibv_mr *mr = ibv_reg_mr(pd, bufb.data(), 4096,
 				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
 	ASSERT_NE(mr, nullptr);
@@ -1129,7 +1145,7 @@ TEST_F(Loop, MemoryWindowsType1And2)
 	ibv_destroy_qp(b);
 	a = b = nullptr;
 	// Type 2: bound through a work request, invalidated locally.
-	connect();
+	ASSERT_TRUE(connect());
 	ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
 	ASSERT_NE(mw2, nullptr);
 	ibv_send_wr wr = {}, *bad;
