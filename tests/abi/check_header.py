@@ -22,6 +22,8 @@ import sys
 
 # Headers whose #warning is intended behaviour.
 OBSOLETE = {"arch.h", "sa-kern-abi.h"}
+# librdmacm's public headers (include/rdma/): must come from the tree too.
+RDMACM = {"rdma_cma.h", "rdma_cma_abi.h", "rdma_verbs.h", "rsocket.h"}
 
 
 def main():
@@ -34,11 +36,13 @@ def main():
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
-    stem = "%s.%s" % (args.header.replace(".", "_"), "c" if args.lang == "c" else "cpp")
+    stem = "%s.%s" % (args.header.replace(".", "_").replace("/", "_"), "c" if args.lang == "c" else "cpp")
     src = os.path.join(args.workdir, stem)
     deps = src + ".d"
+    # A bare name is one of infiniband/; "rdma/<name>" (librdmacm's) as is.
+    path = args.header if "/" in args.header else "infiniband/" + args.header
     with open(src, "w") as f:
-        f.write("#include <infiniband/%s>\n" % args.header)
+        f.write("#include <%s>\n" % path)
     std = "-std=c11" if args.lang == "c" else "-std=c++17"
     cmd = [args.compiler, "-x", args.lang, std, "-Wall", "-Wextra", "-Werror",
            "-I", args.include, "-c", src, "-o", os.devnull, "-MD", "-MF", deps]
@@ -46,7 +50,7 @@ def main():
         cmd.append("-Wno-error=cpp")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
-        print("FAIL: infiniband/%s does not compile alone as %s:" % (args.header, std))
+        print("FAIL: %s does not compile alone as %s:" % (path, std))
         print("  " + " ".join(cmd))
         print(proc.stdout)
         return 1
@@ -59,14 +63,18 @@ def main():
             if os.path.basename(os.path.dirname(real)) == "infiniband" and \
                     os.path.dirname(real) != ours:
                 foreign.append(real)
+            # librdmacm's headers share /usr/include/rdma with the kernel's.
+            if os.path.basename(real) in RDMACM and \
+                    os.path.dirname(real) != os.path.join(os.path.dirname(ours), "rdma"):
+                foreign.append(real)
     if foreign:
-        print("FAIL: infiniband/%s uses headers from outside %s: %s"
-              % (args.header, ours, " ".join(sorted(set(foreign)))))
+        print("FAIL: %s uses headers from outside %s: %s"
+              % (path, ours, " ".join(sorted(set(foreign)))))
         return 1
     if proc.stdout.strip():
         print(proc.stdout)
-    print("PASS: infiniband/%s compiles alone as %s with -Wall -Wextra -Werror"
-          % (args.header, std))
+    print("PASS: %s compiles alone as %s with -Wall -Wextra -Werror"
+          % (path, std))
     return 0
 
 

@@ -137,11 +137,19 @@ def _include_args(root):
 UAPI_DIR = os.path.realpath("/usr/include/rdma")
 
 
+def header_path(h):
+    """Path under an include root of a requested header: a bare basename is
+    one of infiniband/; "rdma/<name>" (librdmacm's headers) is taken as is."""
+    return h if "/" in h else "infiniband/" + h
+
+
 def owner_of(path, wanted_dir):
     """Label of the header a declaration belongs to, or None to ignore it.
 
     A header of the side's infiniband/ folder is labelled by its basename;
-    a kernel uapi header by "rdma/<basename>"; anything else is ignored.
+    one of the side's rdma/ folder (librdmacm's public headers) and a kernel
+    uapi header by "rdma/<basename>" (Debian installs both kinds in the one
+    folder /usr/include/rdma); anything else is ignored.
     """
     if not path:
         return None
@@ -149,7 +157,7 @@ def owner_of(path, wanted_dir):
     folder = os.path.dirname(real)
     if folder == wanted_dir:
         return os.path.basename(real)
-    if folder == UAPI_DIR:
+    if folder == UAPI_DIR or folder == os.path.join(os.path.dirname(wanted_dir), "rdma"):
         return "rdma/" + os.path.basename(real)
     return None
 
@@ -362,7 +370,7 @@ def scan(root, headers, workdir, clang="clang", tag="side"):
     inv = Inventory(root)
     wanted_dir = os.path.realpath(os.path.join(root, "infiniband"))
     for h in headers:
-        (inv.present if os.path.isfile(os.path.join(wanted_dir, h))
+        (inv.present if os.path.isfile(os.path.join(root, header_path(h)))
          else inv.missing).append(h)
     if not inv.present:
         return inv
@@ -373,7 +381,7 @@ def scan(root, headers, workdir, clang="clang", tag="side"):
     tu = os.path.join(workdir, "%s-all.c" % tag)
     with open(tu, "w") as f:
         for h in inv.present:
-            f.write("#include <infiniband/%s>\n" % h)
+            f.write("#include <%s>\n" % header_path(h))
     reader = _AstReader(inv, wanted_dir)
 
     # Which files each header pulls in (alone), and whether any infiniband/
@@ -382,7 +390,7 @@ def scan(root, headers, workdir, clang="clang", tag="side"):
     for h in inv.present:
         one = os.path.join(workdir, "%s-one.c" % tag)
         with open(one, "w") as f:
-            f.write("#include <infiniband/%s>\n" % h)
+            f.write("#include <%s>\n" % header_path(h))
         deps = _run([clang, "-M"] + flags + [one], "clang -M for " + h)
         files = set()
         for word in deps.replace("\\\n", " ").split():
@@ -390,7 +398,10 @@ def scan(root, headers, workdir, clang="clang", tag="side"):
                 continue
             real = os.path.realpath(word)
             label = owner_of(real, wanted_dir)
-            if label:
+            if label and label in headers and \
+                    real != os.path.realpath(os.path.join(root, header_path(label))):
+                inv.leaks.append("%s includes %s" % (h, real))
+            elif label:
                 files.add(label)
             elif os.path.basename(os.path.dirname(real)) == "infiniband":
                 inv.leaks.append("%s includes %s" % (h, real))

@@ -70,7 +70,8 @@ class ProbeError(Exception):
 
 
 def _source(includes, items):
-    head = "".join("#include <infiniband/%s>\n" % h for h in includes)
+    head = "".join("#include <%s>\n" % (h if "/" in h else "infiniband/" + h)
+                   for h in includes)
     lines = [PRELUDE, head, "int main(void)\n{\n"]
     first_line = sum(chunk.count("\n") for chunk in lines) + 1
     for _key, code in items:
