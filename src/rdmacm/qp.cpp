@@ -100,6 +100,18 @@ int init_conn_qp(Id &id, ibv_qp *qp) noexcept
 	return seterr(ibv_modify_qp(qp, &a, mask));
 }
 
+// A UD QP in INIT goes on to RTR, then RTS with send PSN 0.
+int ud_rtr_rts(ibv_qp *qp, ibv_qp_attr &a) noexcept
+{
+	a.qp_state = IBV_QPS_RTR;
+	int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+	if (ret)
+		return fail(ret);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return seterr(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
 int init_ud_qp3(Id &id, ibv_qp *qp) noexcept
 {
 	ibv_qp_attr a = {};
@@ -109,15 +121,7 @@ int init_ud_qp3(Id &id, ibv_qp *qp) noexcept
 	a.qp_state = IBV_QPS_INIT;
 	a.qkey = RDMA_UDP_QKEY;
 	int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_QKEY | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
-	if (ret)
-		return fail(ret);
-	a.qp_state = IBV_QPS_RTR;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
-	if (ret)
-		return fail(ret);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	return seterr(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	return ret ? fail(ret) : ud_rtr_rts(qp, a);
 }
 
 // A UD QP is ready as soon as it exists: INIT (the CM's Q_Key and port),
@@ -132,15 +136,7 @@ int init_ud_qp(Id &id, ibv_qp *qp) noexcept
 	if (init_qp_attr(id, a, mask))
 		return -1;
 	int ret = ibv_modify_qp(qp, &a, mask);
-	if (ret)
-		return fail(ret);
-	a.qp_state = IBV_QPS_RTR;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
-	if (ret)
-		return fail(ret);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	return seterr(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	return ret ? fail(ret) : ud_rtr_rts(qp, a);
 }
 
 } // namespace
