@@ -1,0 +1,33 @@
+#!/bin/sh
+# Runs one rdma_cm program pair (Debian's unmodified binaries) on the soft
+# devices with our librdmacm and libibverbs, in a private /dev/shm:
+#   run_cm_pair.sh LIBDIR TIMEOUT "SERVER COMMAND" "CLIENT COMMAND"
+# The client starts once the server's CM socket exists (the software CM
+# binds /dev/shm/openverbs-<uid>/cm/<ps>-<port>-<addr> when it listens).
+# Passes when both exit 0 within TIMEOUT seconds and the server left no
+# CM socket behind.
+set -u
+if [ "${OV_CM_PAIR_INNER:-}" != 1 ]; then
+  export OV_CM_PAIR_INNER=1
+  exec sh "$(dirname "$0")/private_shm.sh" "$1" sh "$0" "$@"
+fi
+lib=$1 limit=$2 server=$3 client=$4
+dir="/dev/shm/openverbs-$(id -u)/cm"
+log=$(mktemp)
+timeout "$limit" sh -c "$server" > "$log" 2>&1 &
+spid=$!
+i=0
+while [ $i -lt 200 ] && ! ls "$dir" 2>/dev/null | grep -q -- '-'; do
+  kill -0 $spid 2>/dev/null || break
+  sleep 0.05; i=$((i + 1))
+done
+status=0
+timeout "$limit" sh -c "$client" || status=$?
+wait $spid || { s=$?; [ $status -eq 0 ] && status=$s; }
+echo "-- server ($server):"; cat "$log"; rm -f "$log"
+left=$(ls "$dir" 2>/dev/null | grep -v '^\.lock$' || true)
+if [ -n "$left" ]; then
+  echo "FAIL: CM sockets left behind: $left"; [ $status -eq 0 ] && status=1
+fi
+[ $status -eq 0 ] && echo PASS || echo "FAIL ($status)"
+exit $status
