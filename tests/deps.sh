@@ -8,7 +8,8 @@ PKGS="cmake g++ gcc make pkg-config python3 git
   libibumad3 libibumad-dev ibsim-utils opensm infiniband-diags
   qemu-system-x86 busybox-static kmod cpio iproute2
   abi-compliance-checker abi-dumper valgrind ucx-utils clang psmisc
-  debootstrap debhelper fakeroot lintian"
+  debootstrap debhelper fakeroot lintian
+  ninja-build cython3 python3-dev libudev-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

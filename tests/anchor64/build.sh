@@ -1,0 +1,118 @@
+#!/bin/sh
+# build.sh [--quiet]
+#
+# Prints the path of a cached build of the rdma-core 64.0 anchor (the reference
+# release of the 64 ABI target), building it first when the cache has none.
+#
+# Tarball: $OPENVERBS_ANCHOR64_TARBALL, else
+# ${OPENVERBS_CACHE:-/var/cache/openverbs}/anchors/rdma-core-64.0.tar.xz. Its
+# SHA-256 must be the one pinned below. Without it the script prints why and
+# exits 77 (ctest: skipped).
+#
+# Result: ${OPENVERBS_CACHE}/anchor64/KEY (KEY: the tarball's hash, this
+# script's ANCHOR_VERSION and the compiler), holding
+#   usr/lib/      libibverbs.so.1, libibumad.so.3, librdmacm.so.1, libmlx5/...
+#   usr/lib/libibverbs/   the providers (librxe-rdmav64.so, libsiw-rdmav64.so, ...)
+#   usr/bin/      the tools (ibv_devinfo, ibv_rc_pingpong, ... rping, ...)
+#   usr/include/  the installed headers
+#   etc/libibverbs.d/     the providers' *.driver files
+#   python/       pyverbs (PYTHONPATH)
+#   tests/        pyverbs' test suite (python3 tests/run_tests.py)
+#   dumps/        abi-dumper dumps of libibverbs, libibumad, librdmacm
+#   env.sh        sourceable: ANCHOR64, PATH-free variables for the tests
+# Built with -g -Og (debug information for abi-dumper), IOCTL_MODE both and
+# Debian's hardening link flags (relro, BIND_NOW). The dumps cover every type
+# the library's debug information has, the provider-facing ones of the
+# uninstalled driver.h included (as rdma-core's own ABI files do). The tree is built aside (KEY.tmp.PID), installed with
+# DESTDIR and renamed into place when complete; a lock per key makes a second
+# run wait and reuse it. The anchor's compiled-in paths (provider directory,
+# config directory) point into the final directory.
+#
+# Needs cmake, ninja, gcc, libnl-3-dev, libnl-route-3-dev, libudev-dev,
+# Debian's python3-dev and cython3 (pyverbs is built for /usr/bin/python3 and
+# runs with it) and abi-dumper (tests/deps.sh installs them).
+set -eu
+ANCHOR_VERSION=2
+SHA256=e722c228ddb2c666f9dd3c52b749313e096f3f0cda8a0a77678e9939843d1904
+
+quiet=0
+if [ "${1:-}" = --quiet ]; then quiet=1; shift; fi
+say() { [ "$quiet" = 1 ] || echo "anchor64: $*" >&2; }
+
+cache=${OPENVERBS_CACHE:-/var/cache/openverbs}
+tarball=${OPENVERBS_ANCHOR64_TARBALL:-$cache/anchors/rdma-core-64.0.tar.xz}
+if [ ! -r "$tarball" ]; then
+  echo "anchor64: no rdma-core 64.0 tarball at $tarball (set OPENVERBS_ANCHOR64_TARBALL)" >&2
+  exit 77
+fi
+for tool in cmake ninja cython3 abi-dumper; do
+  command -v $tool >/dev/null || { echo "anchor64: $tool missing (sh tests/deps.sh)" >&2; exit 1; }
+done
+
+cc=${CC:-cc}
+key=$(printf 'v%s\n%s\n%s\n' "$ANCHOR_VERSION" "$SHA256" "$($cc --version | head -1)" |
+      sha256sum | cut -c1-16)
+dest=$cache/anchor64/$key
+mkdir -p "$cache/anchor64"
+if [ -f "$dest/.openverbs-anchor" ]; then echo "$dest"; exit 0; fi
+
+exec 9>"$cache/anchor64/.$key.lock"
+flock 9
+if [ -f "$dest/.openverbs-anchor" ]; then echo "$dest"; exit 0; fi
+
+sum=$(sha256sum "$tarball" | cut -d' ' -f1)
+if [ "$sum" != "$SHA256" ]; then
+  echo "anchor64: $tarball has SHA-256 $sum, expected $SHA256" >&2
+  exit 1
+fi
+
+tmp=$dest.tmp.$$
+rm -rf "$dest".tmp.*
+trap 'rm -rf "$tmp"' EXIT INT TERM
+mkdir -p "$tmp/work"
+log=$cache/anchor64/$key.log
+say "building rdma-core 64.0 in $tmp (log: $log)"
+start=$(date +%s)
+tar -xJf "$tarball" -C "$tmp/work"
+src=$tmp/work/rdma-core-64.0
+{
+  cmake -S "$src" -B "$tmp/work/build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -Og" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+    -DCMAKE_MODULE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+    -DCMAKE_INSTALL_PREFIX="$dest/usr" -DCMAKE_INSTALL_LIBDIR=lib \
+    -DCMAKE_INSTALL_SYSCONFDIR="$dest/etc" -DCMAKE_INSTALL_RUNDIR="$dest/run" \
+    -DCMAKE_INSTALL_UDEV_RULESDIR="$dest/udev" -DCMAKE_INSTALL_SYSTEMD_SERVICEDIR="$dest/systemd" \
+    -DCMAKE_INSTALL_INITDDIR="$dest/init.d" -DCMAKE_INSTALL_PERLDIR="$dest/perl" \
+    -DCMAKE_INSTALL_PYTHON_ARCH_LIB="$dest/python" -DSYSUSERS_DIR="$dest/sysusers" \
+    -DCMAKE_INSTALL_DOCDIR="$dest/doc" -DNO_MAN_PAGES=1 -DIOCTL_MODE=both \
+    -DPYTHON_EXECUTABLE=/usr/bin/python3
+  nice ninja -C "$tmp/work/build" -j"${OPENVERBS_JOBS:-2}"
+  DESTDIR="$tmp/destdir" ninja -C "$tmp/work/build" install
+} > "$log" 2>&1 || { tail -30 "$log" >&2; echo "anchor64: build failed (log: $log)" >&2; exit 1; }
+
+# The install went to DESTDIR + final path; lift it to the top of the tree.
+mv "$tmp/destdir$dest"/* "$tmp/"
+rm -rf "$tmp/destdir"
+tests=$(find "$tmp" -name run_tests.py -path '*/tests/*' | head -1)
+[ -n "$tests" ] && mv "$(dirname "$tests")" "$tmp/tests"
+[ -x "$tmp/usr/bin/ibv_devinfo" ] && [ -f "$tmp/usr/lib/libibverbs.so.1" ] &&
+  [ -f "$tmp/usr/lib/libibverbs/librxe-rdmav64.so" ] && [ -d "$tmp/python/pyverbs" ] &&
+  [ -f "$tmp/tests/run_tests.py" ] ||
+  { echo "anchor64: install incomplete (log: $log)" >&2; exit 1; }
+
+# abi-dumper reads the debug information of the unstripped libraries.
+mkdir -p "$tmp/dumps"
+for lib in ibverbs:libibverbs.so.1 ibumad:libibumad.so.3 rdmacm:librdmacm.so.1; do
+  name=${lib%%:*}; file=${lib#*:}
+  abi-dumper "$tmp/usr/lib/$file" -o "$tmp/dumps/$name.dump" -lver 64.0 >> "$log" 2>&1 ||
+    { tail -20 "$log" >&2; echo "anchor64: abi-dumper failed on $file" >&2; exit 1; }
+done
+rm -rf "$tmp/work"
+printf 'ANCHOR64=%s\n' "$dest" > "$tmp/env.sh"
+touch "$tmp/.openverbs-anchor"
+mv "$tmp" "$dest"
+trap - EXIT INT TERM
+say "built in $(( $(date +%s) - start )) s"
+echo "$dest"
