@@ -43,11 +43,13 @@ if [ ! -e "$dir/libibverbs.so.1" ]; then
 fi
 elf_so "$dir/libibverbs.so.1" libibverbs.so.1 || bad=1
 if [ -e "$dir/libibumad.so.3" ]; then elf_so "$dir/libibumad.so.3" libibumad.so.3 || bad=1; fi
+if [ -e "$dir/librdmacm.so.1" ]; then elf_so "$dir/librdmacm.so.1" librdmacm.so.1 || bad=1; fi
 [ "$bad" = 0 ] || exit 1
 
 if [ "$mode" = preload ]; then
   pre="$dir/libibverbs.so.1"
   [ -e "$dir/libibumad.so.3" ] && pre="$pre $dir/libibumad.so.3"
+  [ -e "$dir/librdmacm.so.1" ] && pre="$pre $dir/librdmacm.so.1"
   envs=(LD_PRELOAD="$pre")
 else
   envs=(LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")

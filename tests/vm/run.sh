@@ -13,7 +13,7 @@ usage() {
   cat <<EOF
 usage: $0 [options]
   --lib DIR          library under test: DIR first on LD_LIBRARY_PATH (default BUILD/lib)
-  --preload          LD_PRELOAD DIR's libibverbs.so.1 (and libibumad.so.3) instead
+  --preload          LD_PRELOAD DIR's libibverbs.so.1 (and libibumad.so.3, librdmacm.so.1) instead
   --baseline         run against Debian's installed libraries
   --only GROUP...    run only these groups (see --list)
   --kernel PKG       Debian kernel image package or glob (default: what
@@ -131,6 +131,7 @@ else
     die "the library in $lib_dir is not usable by Debian's programs (see above); no guest was started"
   preload=$lib_dir/libibverbs.so.1
   [ -e "$lib_dir/libibumad.so.3" ] && preload="$preload $lib_dir/libibumad.so.3"
+  [ -e "$lib_dir/librdmacm.so.1" ] && preload="$preload $lib_dir/librdmacm.so.1"
 fi
 
 # The build tree whose programs the groups may use: --lib X/lib of a CMake

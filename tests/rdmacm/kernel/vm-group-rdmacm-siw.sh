@@ -1,0 +1,15 @@
+#!/bin/bash
+# librdmacm on soft-iWARP siw0 (real kernel CM): see vm-rdmacm-common.sh.
+# siw has RC QPs only: the datagram and multicast programs fail as they do
+# with Debian's library.
+DEV=$SIW_DEV IP=$SIW_IP
+# shellcheck source=tests/rdmacm/kernel/vm-rdmacm-common.sh
+. "$OV_REPO/tests/rdmacm/kernel/vm-rdmacm-common.sh"
+rdmacm_connected
+# rping -q makes its own QP and finishes with rdma_establish, which iWARP's
+# CM refuses (the kernel answers ACCEPT from the active side with EINVAL).
+OV_TEST_TIMEOUT=20 ov_xfail_pair rping-q "iWARP: no rdma_establish" "rdma_establish: Invalid argument" cm \
+  "rping -s -q -a $IP -C 10 -V" "rping -c -q -a $IP -C 10 -V"
+ov_xfail_pair udaddy "siw has no UD QPs" "create|failed|error" cm "udaddy -b $IP" "udaddy -s $IP"
+rdmacm_pyverbs
+exit "$ov_failed"
