@@ -8,11 +8,12 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace fake {
 namespace {
 
-constexpr int kFd = 4242;
 Ucma *g_fake = nullptr;
 
 template <typename T> Bytes bytes(const T &v)
@@ -28,6 +29,8 @@ template <typename T> T *resp_at(const Command &c, size_t off)
 	return reinterpret_cast<T *>(static_cast<uintptr_t>(addr));
 }
 
+// The device's fds are real (eventfds that are never readable), so that the
+// library can put them in an epoll set beside the software CM's.
 int f_open(const char *path, int)
 {
 	if (strcmp(path, ov::cm::kernel::kDevicePath) != 0) {
@@ -35,13 +38,14 @@ int f_open(const char *path, int)
 		return -1;
 	}
 	g_fake->opened++;
-	return kFd + g_fake->opened;
+	g_fake->last_fd = eventfd(0, EFD_CLOEXEC);
+	return g_fake->last_fd;
 }
 
-int f_close(int)
+int f_close(int fd)
 {
 	g_fake->closed++;
-	return 0;
+	return ::close(fd);
 }
 
 int f_poll(int, int) { return g_fake->events.empty() ? 0 : 1; }

@@ -48,6 +48,7 @@ public:
 	uint32_t ibdev_index = 0;
 	uint32_t events_reported = 0; // DESTROY_ID/LEAVE/MIGRATE answers
 	int opened = 0, closed = 0;
+	int last_fd = -1; // the last device fd opened
 
 	// Commands of one number, in order.
 	std::vector<Command> of(uint32_t cmd) const;

@@ -68,6 +68,7 @@ protected:
 		f().node_guid = 0;
 		ch = rdma_create_event_channel();
 		ASSERT_NE(ch, nullptr);
+		kfd = f().last_fd; // the channel's kernel CM fd (ch->fd may be an epoll set)
 	}
 	void TearDown() override { rdma_destroy_event_channel(ch); }
 	static fake::Ucma &f() { return *g_ucma; }
@@ -88,6 +89,7 @@ protected:
 		return fake::masked(v[0]);
 	}
 	rdma_event_channel *ch = nullptr;
+	int kfd = -1;
 };
 
 TEST_F(Ucma, CreateAndDestroyId)
@@ -126,7 +128,7 @@ TEST_F(Ucma, SyncIdHasItsOwnChannel)
 	EXPECT_NE(id->channel, ch);
 	int closed = f().closed;
 	EXPECT_EQ(rdma_destroy_id(id), 0);
-	EXPECT_EQ(f().closed, closed + 1); // its channel's fd
+	EXPECT_EQ(f().closed, closed + 1); // its channel's kernel CM fd
 }
 
 TEST_F(Ucma, BindIpv4)
@@ -172,6 +174,10 @@ TEST_F(Ucma, ResolveAddrThenEvent)
 	f().events.push_back({reinterpret_cast<uintptr_t>(id), h, RDMA_CM_EVENT_ADDR_RESOLVED, 0, {}, 0, 0, 0});
 	rdma_cm_event *ev = nullptr;
 	ASSERT_EQ(rdma_get_cm_event(ch, &ev), 0);
+	auto g = f().of(fake::GET_EVENT);
+	ASSERT_EQ(g.size(), 1u);
+	EXPECT_EQ(g[0].in, fake::size_of(fake::GET_EVENT));
+	EXPECT_EQ(g[0].out, 336u); // struct rdma_ucm_event_resp
 	EXPECT_EQ(ev->id, id);
 	EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
 	EXPECT_EQ(ev->status, 0);
@@ -314,17 +320,18 @@ TEST_F(Ucma, RejectedEventCarriesPrivateData)
 	rdma_destroy_id(id);
 }
 
-TEST_F(Ucma, NoEventGivesTheKernelsAnswer)
+TEST_F(Ucma, NonBlockingChannelWithoutEvent)
 {
-	// The fake answers GET_EVENT like a kernel fd in O_NONBLOCK mode.
+	// With software devices on, the channel's fd is an epoll set over the
+	// kernel CM's fd and the software CM's: O_NONBLOCK on it is honoured.
+	int fl = fcntl(ch->fd, F_GETFL);
+	ASSERT_EQ(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
 	rdma_cm_event *ev;
 	EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1);
 	EXPECT_EQ(errno, EAGAIN);
 	EXPECT_EQ(rdma_get_cm_event(ch, nullptr), -1);
 	EXPECT_EQ(errno, EINVAL);
-	auto g = f().of(fake::GET_EVENT);
-	ASSERT_EQ(g.size(), 1u);
-	EXPECT_EQ(g[0].out, 336u); // struct rdma_ucm_event_resp
+	fcntl(ch->fd, F_SETFL, fl);
 }
 
 TEST_F(Ucma, MulticastJoinAndLeave)
@@ -401,7 +408,7 @@ TEST_F(Ucma, MigrateWritesToTheNewChannel)
 	rdma_event_channel *ch2 = rdma_create_event_channel();
 	ASSERT_NE(ch2, nullptr);
 	ASSERT_EQ(rdma_migrate_id(id, ch2), 0);
-	EXPECT_EQ(fake::masked(f().of(fake::MIGRATE_ID).back()), fake::migrate(h, static_cast<uint32_t>(ch->fd)));
+	EXPECT_EQ(fake::masked(f().of(fake::MIGRATE_ID).back()), fake::migrate(h, static_cast<uint32_t>(kfd)));
 	EXPECT_EQ(id->channel, ch2);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch2);

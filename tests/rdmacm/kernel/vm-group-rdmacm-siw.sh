@@ -3,6 +3,11 @@
 # siw has RC QPs only: the datagram and multicast programs fail as they do
 # with Debian's library.
 DEV=$SIW_DEV IP=$SIW_IP
+# ucmatose's client sends as soon as it is connected; under qemu siw then
+# sometimes reports the connection as failed (CONNECT_ERROR -22): 1 run in
+# 12 with Debian's library as with ours (tests/vm loops, 2026-11-24).
+RETRY_SYMPTOM='RDMA_CM_EVENT_CONNECT_ERROR, error: -22'
+RETRY_REASON="a siw race under qemu, Debian's library shows it too"
 # shellcheck source=tests/rdmacm/kernel/vm-rdmacm-common.sh
 . "$OV_REPO/tests/rdmacm/kernel/vm-rdmacm-common.sh"
 rdmacm_connected
