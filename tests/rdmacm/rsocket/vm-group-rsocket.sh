@@ -1,0 +1,73 @@
+#!/bin/bash
+# rsockets on the kernel's rxe0 (RoCE v2) and siw0 (iWARP: messages go as
+# inline SENDs, no immediate data) with Debian's unmodified rstream,
+# riostream and rcopy (rdmacm-utils). Pairs:
+#   NAME.<dev>          both sides on the library under test
+#   NAME.<dev>.deb-srv  Debian's librdmacm serves, ours connects
+#   NAME.<dev>.deb-cli  ours serves, Debian's librdmacm connects
+# The mixed pairs prove the wire protocol (private data, messages, credits,
+# iomap announcements) against rdma-core 44; they are skipped under
+# --baseline, where both sides are Debian's anyway.
+# shellcheck source=tests/vm/lib.sh disable=SC2154
+. "$OV_REPO/tests/vm/lib.sh"
+
+deb="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
+port=7471
+
+# rcopy's server never exits: run it in the background, copy a file with the
+# client, compare, stop the server.
+rcopy_pair() {
+  local name=$1 srvpre=$2 clipre=$3 ip=$4 t0 log rc spid
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  head -c 3000000 /dev/urandom >"$OV_LOGDIR/$name.src"
+  rm -f "$OV_LOGDIR/$name.dst"
+  port=$((port + 1))
+  echo "+ server: $srvpre rcopy -p $port" >"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $srvpre rcopy -p $port >"$log.server" 2>&1 &
+  spid=$!
+  if ! ov_wait_listen cm "$spid"; then
+    kill "$spid" 2>/dev/null; wait "$spid"
+    cat "$log.server" >>"$log"; rm -f "$log.server"
+    ov_result FAIL "$name" "$t0" "(server never listened)"; return
+  fi
+  echo "+ client: $clipre rcopy $OV_LOGDIR/$name.src $ip:$OV_LOGDIR/$name.dst -p $port" >>"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $clipre rcopy "$OV_LOGDIR/$name.src" \
+    "$ip:$OV_LOGDIR/$name.dst" -p $port >>"$log" 2>&1; rc=$?
+  sleep 0.5
+  kill "$spid" 2>/dev/null; wait "$spid"
+  cat "$log.server" >>"$log"; rm -f "$log.server"
+  if [ "$rc" = 0 ] && ! cmp "$OV_LOGDIR/$name.src" "$OV_LOGDIR/$name.dst" >>"$log" 2>&1; then
+    rc=1
+  fi
+  rm -f "$OV_LOGDIR/$name.src" "$OV_LOGDIR/$name.dst"
+  ov_check "$name" "$log" "$rc" "" "$t0"
+}
+
+for dev in rxe siw; do
+  if [ $dev = rxe ]; then ip=$RXE_IP; else ip=$SIW_IP; fi
+  combos="same"
+  [ "$OV_MODE" != baseline ] && combos="same deb-srv deb-cli"
+  for c in $combos; do
+    case $c in
+      same) s=""; k=""; sfx="" ;;
+      deb-srv) s=$deb; k=""; sfx=".deb-srv" ;;
+      deb-cli) s=""; k=$deb; sfx=".deb-cli" ;;
+    esac
+    port=$((port + 10))
+    ov_pair "rstream.$dev$sfx" cm "$s rstream -b $ip -p $port -S 65536 -C 50 -T v" \
+      "$k rstream -s $ip -p $port -S 65536 -C 50 -T v"
+    port=$((port + 1))
+    ov_pair "rstream-small.$dev$sfx" cm "$s rstream -b $ip -p $port -S 64 -C 2000 -T v" \
+      "$k rstream -s $ip -p $port -S 64 -C 2000 -T v"
+    port=$((port + 1))
+    ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
+      "$k rstream -s $ip -p $port -S 16384 -C 100 -T a"
+    port=$((port + 1))
+    ov_pair "riostream.$dev$sfx" cm "$s riostream -b $ip -p $port -S 65536 -C 50" \
+      "$k riostream -s $ip -p $port -S 65536 -C 50"
+    rcopy_pair "rcopy.$dev$sfx" "$s" "$k" "$ip"
+  done
+done
+exit "$ov_failed"
