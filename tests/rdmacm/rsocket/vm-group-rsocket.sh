@@ -15,12 +15,13 @@ deb="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
 port=7471
 
 # rcopy's server never exits: run it in the background, copy a file with the
-# client, compare, stop the server.
+# client, compare, stop the server. The files live in the guest's tmpfs
+# (rcopy's server maps the destination; the 9p share cannot).
 rcopy_pair() {
   local name=$1 srvpre=$2 clipre=$3 ip=$4 t0 log rc spid
   log=$OV_LOGDIR/$name.log; t0=$(ov_now)
-  head -c 3000000 /dev/urandom >"$OV_LOGDIR/$name.src"
-  rm -f "$OV_LOGDIR/$name.dst"
+  head -c 3000000 /dev/urandom >"/tmp/$name.src"
+  rm -f "/tmp/$name.dst"
   port=$((port + 1))
   echo "+ server: $srvpre rcopy -p $port" >"$log"
   # shellcheck disable=SC2086
@@ -31,17 +32,17 @@ rcopy_pair() {
     cat "$log.server" >>"$log"; rm -f "$log.server"
     ov_result FAIL "$name" "$t0" "(server never listened)"; return
   fi
-  echo "+ client: $clipre rcopy $OV_LOGDIR/$name.src $ip:$OV_LOGDIR/$name.dst -p $port" >>"$log"
+  echo "+ client: $clipre rcopy /tmp/$name.src $ip:/tmp/$name.dst -p $port" >>"$log"
   # shellcheck disable=SC2086
-  timeout -k 5 "$OV_TEST_TIMEOUT" $clipre rcopy "$OV_LOGDIR/$name.src" \
-    "$ip:$OV_LOGDIR/$name.dst" -p $port >>"$log" 2>&1; rc=$?
+  timeout -k 5 "$OV_TEST_TIMEOUT" $clipre rcopy "/tmp/$name.src" \
+    "$ip:/tmp/$name.dst" -p $port >>"$log" 2>&1; rc=$?
   sleep 0.5
   kill "$spid" 2>/dev/null; wait "$spid"
   cat "$log.server" >>"$log"; rm -f "$log.server"
-  if [ "$rc" = 0 ] && ! cmp "$OV_LOGDIR/$name.src" "$OV_LOGDIR/$name.dst" >>"$log" 2>&1; then
+  if [ "$rc" = 0 ] && ! cmp "/tmp/$name.src" "/tmp/$name.dst" >>"$log" 2>&1; then
     rc=1
   fi
-  rm -f "$OV_LOGDIR/$name.src" "$OV_LOGDIR/$name.dst"
+  rm -f "/tmp/$name.src" "/tmp/$name.dst"
   ov_check "$name" "$log" "$rc" "" "$t0"
 }
 
