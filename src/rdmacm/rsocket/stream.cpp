@@ -862,9 +862,17 @@ short Stream::poll_events(short events)
 		rev |= POLLIN;
 	if ((events & POLLOUT) && can_send())
 		rev |= POLLOUT;
+	// An ended connection is a hang-up only once its data is read (as a
+	// TCP socket reports the peer's close as readable end of file first;
+	// rdma-core 44 reports POLLHUP at once, and programs that treat
+	// POLLHUP as an error, like rstream -T a, then lose the last bytes).
 	int s = state();
-	if (!(s & kStateConnected))
-		rev |= (s & kStateDisconnected) ? POLLHUP : POLLERR;
+	if (!(s & kStateConnected)) {
+		if (!(s & kStateDisconnected))
+			rev |= POLLERR;
+		else if (!have_rdata())
+			rev |= POLLHUP;
+	}
 	return rev;
 }
 

@@ -63,7 +63,11 @@ for dev in rxe siw; do
     ov_pair "rstream-small.$dev$sfx" cm "$s rstream -b $ip -p $port -S 64 -C 2000 -T v" \
       "$k rstream -s $ip -p $port -S 64 -C 2000 -T v"
     port=$((port + 1))
-    ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
+    # rstream -T a treats POLLHUP as an error, and rdma-core 44 reports it
+    # as soon as the peer's disconnect arrives, unread data or not: with
+    # Debian's library as the client the last transfer races the server's
+    # close, so that pair is left out.
+    [ "$c" != deb-cli ] && ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
       "$k rstream -s $ip -p $port -S 16384 -C 100 -T a"
     port=$((port + 1))
     ov_pair "riostream.$dev$sfx" cm "$s riostream -b $ip -p $port -S 65536 -C 50" \
