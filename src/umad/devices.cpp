@@ -392,21 +392,21 @@ int resolve_umad_id(const char *ca_name, int portnum, int *umad_id) noexcept
 
 using namespace ov::umad;
 
-UMAD_EXPORT int umad_init(void) noexcept
+UMAD_EXPORT int umad_init(void)
 {
 	if (debug_level())
 		warn("umad_init", "umad_init");
 	return 0;
 }
 
-UMAD_EXPORT int umad_done(void) noexcept
+UMAD_EXPORT int umad_done(void)
 {
 	if (debug_level())
 		warn("umad_done", "umad_done");
 	return 0;
 }
 
-UMAD_EXPORT int umad_get_cas_names(char cas[][UMAD_CA_NAME_LEN], int max) noexcept
+UMAD_EXPORT int umad_get_cas_names(char cas[][UMAD_CA_NAME_LEN], int max)
 {
 	if (!cas && max > 0)
 		return -EINVAL;
@@ -436,7 +436,7 @@ UMAD_EXPORT int umad_get_cas_names(char cas[][UMAD_CA_NAME_LEN], int max) noexce
 	return count;
 }
 
-UMAD_EXPORT int umad_get_ca_portguids(const char *ca_name, __be64 *portguids, int max) noexcept
+UMAD_EXPORT int umad_get_ca_portguids(const char *ca_name, __be64 *portguids, int max)
 {
 	CaName found;
 	if (resolve_ca_name(ca_name, nullptr, &found) < 0)
@@ -458,7 +458,7 @@ UMAD_EXPORT int umad_get_ca_portguids(const char *ca_name, __be64 *portguids, in
 	return count;
 }
 
-UMAD_EXPORT int umad_get_ca(const char *ca_name, umad_ca_t *ca) noexcept
+UMAD_EXPORT int umad_get_ca(const char *ca_name, umad_ca_t *ca)
 {
 	if (!ca)
 		return -EINVAL;
@@ -468,7 +468,7 @@ UMAD_EXPORT int umad_get_ca(const char *ca_name, umad_ca_t *ca) noexcept
 	return get_ca(found.name, ca);
 }
 
-UMAD_EXPORT int umad_release_ca(umad_ca_t *ca) noexcept
+UMAD_EXPORT int umad_release_ca(umad_ca_t *ca)
 {
 	if (!ca)
 		return -ENODEV;
@@ -476,7 +476,7 @@ UMAD_EXPORT int umad_release_ca(umad_ca_t *ca) noexcept
 	return 0;
 }
 
-UMAD_EXPORT int umad_get_port(const char *ca_name, int portnum, umad_port_t *port) noexcept
+UMAD_EXPORT int umad_get_port(const char *ca_name, int portnum, umad_port_t *port)
 {
 	if (!port)
 		return -EINVAL;
@@ -490,7 +490,7 @@ UMAD_EXPORT int umad_get_port(const char *ca_name, int portnum, umad_port_t *por
 	return get_port(found.name, ports_dir, portnum, port);
 }
 
-UMAD_EXPORT int umad_release_port(umad_port_t *port) noexcept
+UMAD_EXPORT int umad_release_port(umad_port_t *port)
 {
 	if (!port)
 		return -ENODEV;
@@ -498,7 +498,7 @@ UMAD_EXPORT int umad_release_port(umad_port_t *port) noexcept
 	return 0;
 }
 
-UMAD_EXPORT int umad_get_issm_path(const char *ca_name, int portnum, char path[], int max) noexcept
+UMAD_EXPORT int umad_get_issm_path(const char *ca_name, int portnum, char path[], int max)
 {
 	if (!path || max <= 0)
 		return -EINVAL;
@@ -510,7 +510,7 @@ UMAD_EXPORT int umad_get_issm_path(const char *ca_name, int portnum, char path[]
 	return 0;
 }
 
-UMAD_EXPORT struct umad_device_node *umad_get_ca_device_list(void) noexcept
+UMAD_EXPORT struct umad_device_node *umad_get_ca_device_list(void)
 {
 	char dir[kPathMax];
 	if (!make_path(dir, sizeof(dir), "%s/class/infiniband", sys_root())) {
@@ -554,7 +554,7 @@ UMAD_EXPORT struct umad_device_node *umad_get_ca_device_list(void) noexcept
 	return head;
 }
 
-UMAD_EXPORT void umad_free_ca_device_list(struct umad_device_node *head) noexcept
+UMAD_EXPORT void umad_free_ca_device_list(struct umad_device_node *head)
 {
 	while (head) {
 		struct umad_device_node *next = head->next;
@@ -572,7 +572,7 @@ int compare_nodes(const void *a, const void *b)
 }
 } // namespace
 
-UMAD_EXPORT int umad_sort_ca_device_list(struct umad_device_node **head, size_t size) noexcept
+UMAD_EXPORT int umad_sort_ca_device_list(struct umad_device_node **head, size_t size)
 {
 	if (!head)
 		return -EINVAL;

@@ -90,4 +90,7 @@ void set_new_user_mad_api(bool on) noexcept;
 } // namespace ov::umad
 
 // Every exported function: default visibility on top of -fvisibility=hidden.
+// Definitions carry no noexcept: they must match the C declarations of
+// <infiniband/umad.h> (clang rejects the mismatch; -fno-exceptions already
+// keeps them from throwing).
 #define UMAD_EXPORT extern "C" __attribute__((visibility("default")))

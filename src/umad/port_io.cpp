@@ -103,7 +103,7 @@ void warn(const char *func, const char *fmt, ...) noexcept
 
 using namespace ov::umad;
 
-UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum) noexcept
+UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum)
 {
 	unsigned abi = abi_version();
 	if (!abi)
@@ -126,13 +126,13 @@ UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum) noexcept
 	return fd;
 }
 
-UMAD_EXPORT int umad_close_port(int portid) noexcept
+UMAD_EXPORT int umad_close_port(int portid)
 {
 	close(portid);
 	return 0;
 }
 
-UMAD_EXPORT void *umad_get_mad(void *umad) noexcept
+UMAD_EXPORT void *umad_get_mad(void *umad)
 {
 	if (!umad)
 		return nullptr;
@@ -142,12 +142,12 @@ UMAD_EXPORT void *umad_get_mad(void *umad) noexcept
 				  : static_cast<void *>(&mad->addr.pkey_index);
 }
 
-UMAD_EXPORT size_t umad_size(void) noexcept
+UMAD_EXPORT size_t umad_size(void)
 {
 	return new_user_mad_api() ? sizeof(struct ib_user_mad) : sizeof(struct ib_user_mad) - 8;
 }
 
-UMAD_EXPORT int umad_set_grh(void *umad, void *mad_addr) noexcept
+UMAD_EXPORT int umad_set_grh(void *umad, void *mad_addr)
 {
 	if (!umad)
 		return -EINVAL;
@@ -166,7 +166,7 @@ UMAD_EXPORT int umad_set_grh(void *umad, void *mad_addr) noexcept
 	return 0;
 }
 
-UMAD_EXPORT int umad_set_pkey(void *umad, int pkey_index) noexcept
+UMAD_EXPORT int umad_set_pkey(void *umad, int pkey_index)
 {
 	if (!umad)
 		return -EINVAL;
@@ -175,14 +175,14 @@ UMAD_EXPORT int umad_set_pkey(void *umad, int pkey_index) noexcept
 	return 0;
 }
 
-UMAD_EXPORT int umad_get_pkey(void *umad) noexcept
+UMAD_EXPORT int umad_get_pkey(void *umad)
 {
 	if (!umad)
 		return -EINVAL;
 	return new_user_mad_api() ? as_mad(umad)->addr.pkey_index : 0;
 }
 
-UMAD_EXPORT int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey) noexcept
+UMAD_EXPORT int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)
 {
 	if (!umad)
 		return -EINVAL;
@@ -194,7 +194,7 @@ UMAD_EXPORT int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey) n
 	return 0;
 }
 
-UMAD_EXPORT int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey) noexcept
+UMAD_EXPORT int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey)
 {
 	if (!umad)
 		return -EINVAL;
@@ -207,7 +207,7 @@ UMAD_EXPORT int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, _
 }
 
 UMAD_EXPORT int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms,
-			  int retries) noexcept
+			  int retries)
 {
 	if (!umad || length < 0) {
 		errno = EINVAL;
@@ -231,7 +231,7 @@ UMAD_EXPORT int umad_send(int portid, int agentid, void *umad, int length, int t
 	return -EIO;
 }
 
-UMAD_EXPORT int umad_recv(int portid, void *umad, int *length, int timeout_ms) noexcept
+UMAD_EXPORT int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 {
 	errno = 0;
 	if (!umad || !length || *length < 0) {
@@ -267,18 +267,18 @@ UMAD_EXPORT int umad_recv(int portid, void *umad, int *length, int timeout_ms) n
 	return -errno;
 }
 
-UMAD_EXPORT int umad_poll(int portid, int timeout_ms) noexcept
+UMAD_EXPORT int umad_poll(int portid, int timeout_ms)
 {
 	return dev_poll(portid, timeout_ms);
 }
 
-UMAD_EXPORT int umad_get_fd(int portid) noexcept
+UMAD_EXPORT int umad_get_fd(int portid)
 {
 	return portid;
 }
 
 UMAD_EXPORT int umad_register_oui(int portid, int mgmt_class, uint8_t rmpp_version,
-				  uint8_t oui[3], long method_mask[16 / sizeof(long)]) noexcept
+				  uint8_t oui[3], long method_mask[16 / sizeof(long)])
 {
 	if (mgmt_class < kVendorRange2Start || mgmt_class > kVendorRange2End || !oui)
 		return -EINVAL;
@@ -293,7 +293,7 @@ UMAD_EXPORT int umad_register_oui(int portid, int mgmt_class, uint8_t rmpp_versi
 }
 
 UMAD_EXPORT int umad_register(int portid, int mgmt_class, int mgmt_version, uint8_t rmpp_version,
-			      long method_mask[16 / sizeof(long)]) noexcept
+			      long method_mask[16 / sizeof(long)])
 {
 	const uint8_t openib_oui[3] = {0x00, 0x14, 0x05};
 	uint32_t id = 0;
@@ -310,7 +310,7 @@ UMAD_EXPORT int umad_register(int portid, int mgmt_class, int mgmt_version, uint
 	return -EPERM;
 }
 
-UMAD_EXPORT int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id) noexcept
+UMAD_EXPORT int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id)
 {
 	if (!attr || !agent_id)
 		return EINVAL;
@@ -350,34 +350,34 @@ UMAD_EXPORT int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t
 	return rc;
 }
 
-UMAD_EXPORT int umad_unregister(int portid, int agentid) noexcept
+UMAD_EXPORT int umad_unregister(int portid, int agentid)
 {
 	uint32_t id = static_cast<uint32_t>(agentid);
 	return ioctl_unregister(portid, &id);
 }
 
-UMAD_EXPORT int umad_status(void *umad) noexcept
+UMAD_EXPORT int umad_status(void *umad)
 {
 	if (!umad)
 		return -EINVAL;
 	return static_cast<int>(as_mad(umad)->status);
 }
 
-UMAD_EXPORT ib_mad_addr_t *umad_get_mad_addr(void *umad) noexcept
+UMAD_EXPORT ib_mad_addr_t *umad_get_mad_addr(void *umad)
 {
 	if (!umad)
 		return nullptr;
 	return &as_mad(umad)->addr;
 }
 
-UMAD_EXPORT int umad_debug(int level) noexcept
+UMAD_EXPORT int umad_debug(int level)
 {
 	if (level >= 0)
 		set_debug_level(level);
 	return debug_level();
 }
 
-UMAD_EXPORT void umad_addr_dump(ib_mad_addr_t *addr) noexcept
+UMAD_EXPORT void umad_addr_dump(ib_mad_addr_t *addr)
 {
 	if (!addr)
 		return;
@@ -399,7 +399,7 @@ UMAD_EXPORT void umad_addr_dump(ib_mad_addr_t *addr) noexcept
 	     addr->traffic_class, addr->flow_label, addr->pkey_index, gid);
 }
 
-UMAD_EXPORT void umad_dump(void *umad) noexcept
+UMAD_EXPORT void umad_dump(void *umad)
 {
 	if (!umad)
 		return;

@@ -154,7 +154,7 @@ bool in_range(unsigned v, unsigned lo, unsigned hi) noexcept { return v >= lo &&
 
 } // namespace
 
-UMAD_EXPORT const char *umad_class_str(uint8_t mgmt_class) noexcept
+UMAD_EXPORT const char *umad_class_str(uint8_t mgmt_class)
 {
 	if (const char *s = lookup(kClasses, mgmt_class, nullptr))
 		return s;
@@ -166,7 +166,7 @@ UMAD_EXPORT const char *umad_class_str(uint8_t mgmt_class) noexcept
 	return "<unknown>";
 }
 
-UMAD_EXPORT const char *umad_method_str(uint8_t mgmt_class, uint8_t method) noexcept
+UMAD_EXPORT const char *umad_method_str(uint8_t mgmt_class, uint8_t method)
 {
 	if (mgmt_class == UMAD_CLASS_SUBN_ADM)
 		if (const char *s = lookup(kSaMethods, method, nullptr))
@@ -174,7 +174,7 @@ UMAD_EXPORT const char *umad_method_str(uint8_t mgmt_class, uint8_t method) noex
 	return lookup(kCommonMethods, method, kUnknownMethod);
 }
 
-UMAD_EXPORT const char *umad_attribute_str(uint8_t mgmt_class, __be16 attr_id) noexcept
+UMAD_EXPORT const char *umad_attribute_str(uint8_t mgmt_class, __be16 attr_id)
 {
 	unsigned id = be16toh(attr_id);
 	const char *s = nullptr;
@@ -195,7 +195,7 @@ UMAD_EXPORT const char *umad_attribute_str(uint8_t mgmt_class, __be16 attr_id) n
 	return s ? s : lookup(kCommonAttrs, id, "<unknown>");
 }
 
-UMAD_EXPORT const char *umad_common_mad_status_str(__be16 status) noexcept
+UMAD_EXPORT const char *umad_common_mad_status_str(__be16 status)
 {
 	unsigned s = be16toh(status);
 	if (s & UMAD_STATUS_BUSY)
@@ -205,7 +205,7 @@ UMAD_EXPORT const char *umad_common_mad_status_str(__be16 status) noexcept
 	return lookup(kInvalidField, s & UMAD_STATUS_INVALID_FIELD_MASK, "Success");
 }
 
-UMAD_EXPORT const char *umad_sa_mad_status_str(__be16 status) noexcept
+UMAD_EXPORT const char *umad_sa_mad_status_str(__be16 status)
 {
 	unsigned s = be16toh(status);
 	return lookup(kSaStatus, (s & UMAD_STATUS_CLASS_MASK) >> 8, "Undefined Error");

@@ -2,7 +2,7 @@
 // The input is written as an attribute file (any bytes, any length) and read
 // back through read_string/read_uint/read_guid/read_gid with a buffer size
 // taken from the first byte; the parsers also get the raw text.  Built with
-// clang -fsanitize=fuzzer,address,undefined (tests/umad/CMakeLists.txt).
+// clang -fsanitize=fuzzer,address,undefined (tests/fuzz/CMakeLists.txt).
 #include "umad/internal.h"
 
 #include <cstdint>
