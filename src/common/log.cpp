@@ -26,6 +26,11 @@ LogSink &sink() noexcept
 		const char *path = secure_env("VERBS_LOG_FILE");
 		if (path && *path)
 			s.file = fopen(path, "ae");
+		// A level without a file: stderr, so that VERBS_LOG_LEVEL=3 alone
+		// explains an empty device list (rdma-core's release builds print
+		// nothing without VERBS_LOG_FILE; its debug builds use stderr).
+		if (!s.file && s.level > LOG_NONE)
+			s.file = stderr;
 	});
 	return s;
 }

@@ -2,7 +2,8 @@
 //
 // Levels follow rdma-core's verbs_log levels: 0 none, 1 error, 2 warn,
 // 3 info, 4 debug. Messages go to VERBS_LOG_FILE (opened once, append) when
-// it is set and the process is not setuid; nothing is printed otherwise.
+// it is set and the process is not setuid, to stderr otherwise (nothing is
+// printed at level 0, the default).
 // Every call preserves errno.
 #pragma once
 

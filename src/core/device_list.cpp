@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <sys/stat.h>
 #include <string_view>
 #include <unordered_map>
 
@@ -31,6 +33,8 @@ struct DeviceList {
 	std::vector<verbs_device *> devices; // each holds one reference
 	std::vector<std::string> notes;
 	bool uverbs_abi_ok = false;
+	std::string why_empty;      // the last scan's reason when it found no device
+	std::string why_empty_said; // the reason last logged (said once per change)
 };
 
 DeviceList &list()
@@ -174,15 +178,27 @@ int scan(DeviceList &l, SysfsDevList &found)
 	int rc = s.use_netlink ? discover_netlink(found) : -EOPNOTSUPP;
 	if (rc == -ENOMEM)
 		return ENOMEM;
+	l.why_empty.clear();
+	if (rc == 0 && found.empty())
+		l.why_empty = "the kernel's RDMA netlink lists no RDMA device";
 	if (rc < 0) {
-		log(LOG_DEBUG, "libibverbs: netlink discovery unavailable (%s), scanning sysfs\n",
-		    strerror(-rc));
+		std::string nl = s.use_netlink ? std::string("no RDMA netlink (") + strerror(-rc) + ")"
+					       : "netlink discovery off";
+		log(LOG_DEBUG, "libibverbs: %s, scanning sysfs\n", nl.c_str());
 		rc = discover_sysfs(s.sysfs_root, found);
 		if (rc == -ENOMEM)
 			return ENOMEM;
-		if (rc < 0)
-			log(LOG_DEBUG, "libibverbs: no %s/class/infiniband_verbs: no RDMA devices\n",
-			    s.sysfs_root.c_str());
+		std::string cls = s.sysfs_root + "/class/infiniband";
+		if (rc < 0) {
+			struct stat st;
+			bool ib = stat(cls.c_str(), &st) == 0;
+			l.why_empty = nl + ", no " + cls + "_verbs" +
+				      (ib ? std::string(" (") + cls + " exists: is ib_uverbs loaded?)"
+					  : std::string(", no ") + cls +
+						    ": this kernel has no RDMA support loaded");
+		} else if (found.empty()) {
+			l.why_empty = nl + ", " + cls + "_verbs lists no device";
+		}
 		if (!found.empty() && !l.uverbs_abi_ok) {
 			unsigned abi = 0;
 			if (read_uverbs_abi(s.sysfs_root, &abi) < 0 || abi < kMinUverbsAbi ||
@@ -190,15 +206,42 @@ int scan(DeviceList &l, SysfsDevList &found)
 				note(l, LOG_ERR,
 				     "uverbs ABI version unreadable or outside %u..%u: ignoring %zu device(s)",
 				     kMinUverbsAbi, kMaxUverbsAbi, found.size());
+				l.why_empty = "uverbs ABI version unreadable or unsupported";
 				found.clear();
 			} else {
 				l.uverbs_abi_ok = true;
 			}
 		}
 	}
+	size_t before = found.size();
 	filter_accessible(s.cdev_dir, found);
+	if (before && found.empty())
+		l.why_empty = "no character device under " + s.cdev_dir + " for the " +
+			      std::to_string(before) + " device(s) found";
 	add_soft_devices(soft_device_count(l), s.sysfs_root, found);
 	return 0;
+}
+
+// An empty list gets one info line (each time the reason changes) saying why,
+// and how to get the software device when none is configured.
+void explain_empty(DeviceList &l)
+{
+	if (!l.devices.empty()) {
+		l.why_empty_said.clear();
+		return;
+	}
+	std::string why = l.why_empty.empty() ? "no provider claimed the devices found" : l.why_empty;
+	if (why == l.why_empty_said)
+		return;
+	l.why_empty_said = why;
+	if (soft_device_count(l) == 0)
+		log(LOG_INFO,
+		    "libibverbs: no RDMA device: %s. RDMAV_SOFT_DEVICES=1 in the environment (or a "
+		    "line 'soft_devices 1' in libibverbs.d) presents the software device soft0, "
+		    "see openverbs-soft(7)\n",
+		    why.c_str());
+	else
+		log(LOG_INFO, "libibverbs: no RDMA device: %s\n", why.c_str());
 }
 
 int refresh(DeviceList &l)
@@ -292,6 +335,7 @@ int refresh(DeviceList &l)
 			warn_stderr("Warning: no userspace device-specific driver found for %s\n",
 				    (*f)->ibdev_path);
 	}
+	explain_empty(l);
 	return 0;
 }
 
@@ -356,6 +400,8 @@ void reset_device_list_for_tests()
 	l.loader = ProviderLoader{};
 	l.notes.clear();
 	l.uverbs_abi_ok = false;
+	l.why_empty.clear();
+	l.why_empty_said.clear();
 }
 
 } // namespace ov::core

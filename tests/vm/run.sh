@@ -142,6 +142,22 @@ if [ -z "$build_given" ] && [ -n "$lib_dir" ] && [ "$(basename "$lib_dir")" = li
   ov_build_dir=$(dirname "$lib_dir")
 fi
 
+# Programs of the build tree that groups run even under --baseline (a fresh
+# checkout has none): built here when missing.
+need_targets=()
+for g in "${selected[@]}"; do
+  case $g in
+    umad) [ -x "$ov_build_dir/bin/umad_probe" ] || need_targets+=(umad_probe) ;;
+  esac
+done
+if [ ${#need_targets[@]} -gt 0 ]; then
+  echo "vm: building ${need_targets[*]} in $ov_build_dir (log $ov_build_dir/vm-build.log)"
+  { [ -f "$ov_build_dir/CMakeCache.txt" ] ||
+      cmake -S "$repo" -B "$ov_build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo; } >"$ov_build_dir/vm-build.log" 2>&1 &&
+    cmake --build "$ov_build_dir" -j"$(nproc)" --target "${need_targets[@]}" >>"$ov_build_dir/vm-build.log" 2>&1 ||
+    die "could not build ${need_targets[*]} for the selected groups (log $ov_build_dir/vm-build.log)"
+fi
+
 # ------------------------------------------------------------------ kernel
 cache=${OPENVERBS_VM_CACHE:-$build/vm-cache}
 t_prep=$(now)

@@ -43,16 +43,24 @@ protected:
 	}
 
 	// Runs the probe with `variant`'s provider folder as OPENVERBS_PROVIDER_DIR.
-	ProbeRun run(const std::string &variant, const std::string &soft_devices)
+	// log_level: "" = VERBS_LOG_LEVEL=4 into VERBS_LOG_FILE (read back as
+	// .log); otherwise that level with no VERBS_LOG_FILE ("0": unset).
+	ProbeRun run(const std::string &variant, const std::string &soft_devices,
+		     const std::string &log_level = "")
 	{
 		std::string dir = variant.empty() ? (tmp / "empty").string()
 						  : std::string(CORE_PROVIDERS) + "/" + variant;
 		std::string cmd = "env -u RDMAV_DRIVERS -u IBV_DRIVERS";
+		if (!log_level.empty())
+			cmd += " -u VERBS_LOG_FILE -u VERBS_LOG_LEVEL";
 		cmd += soft_devices.empty() ? " -u RDMAV_SOFT_DEVICES" : " RDMAV_SOFT_DEVICES=" + soft_devices;
 		cmd += " OPENVERBS_PROVIDER_DIR=" + dir;
 		cmd += " OPENVERBS_CONFIG_DIR=" + (tmp / "etc").string();
 		cmd += " SYSFS_PATH=" + (tmp / "nosys").string();
-		cmd += " VERBS_LOG_LEVEL=4 VERBS_LOG_FILE=" + (tmp / "log").string();
+		if (log_level.empty())
+			cmd += " VERBS_LOG_LEVEL=4 VERBS_LOG_FILE=" + (tmp / "log").string();
+		else if (log_level != "0")
+			cmd += " VERBS_LOG_LEVEL=" + log_level;
 		cmd += std::string(" ") + CORE_PROBE + " >" + (tmp / "out").string() + " 2>" +
 		       (tmp / "err").string();
 		int rc = system(cmd.c_str());
@@ -102,4 +110,27 @@ TEST_F(Loader, ProviderThatDoesNotRegister)
 	ProbeRun r = run("noreg", "1");
 	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
 	EXPECT_THAT(r.log, HasSubstr("registered no provider"));
+}
+
+// VERBS_LOG_LEVEL=3 alone (no VERBS_LOG_FILE) on a host without RDMA: stderr
+// says why the list is empty and how to get the software device, once.
+TEST_F(Loader, EmptyListIsExplainedAtInfoLevel)
+{
+	ProbeRun r = run("good", "", "3");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_THAT(r.err, HasSubstr("libibverbs: no RDMA device: "));
+	if (r.err.find("netlink lists no RDMA device") == std::string::npos)
+		EXPECT_THAT(r.err, HasSubstr("no " + (tmp / "nosys").string() +
+					     "/class/infiniband_verbs, no " + (tmp / "nosys").string() +
+					     "/class/infiniband: this kernel has no RDMA support loaded"));
+	EXPECT_THAT(r.err, HasSubstr("RDMAV_SOFT_DEVICES=1 in the environment"));
+	EXPECT_THAT(r.err, HasSubstr("openverbs-soft(7)"));
+}
+
+// Level 0 (the default) prints nothing.
+TEST_F(Loader, EmptyListIsSilentByDefault)
+{
+	ProbeRun r = run("good", "", "0");
+	EXPECT_THAT(r.out, HasSubstr("devices 0\n"));
+	EXPECT_EQ(r.err, "");
 }
