@@ -440,3 +440,47 @@ TEST_F(Ucma, NullArgumentsAreEinval)
 }
 
 } // namespace
+
+namespace {
+
+std::string read_file(const char *path)
+{
+	std::string s;
+	if (FILE *f = fopen(path, "r")) {
+		char buf[512];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+			s.append(buf, n);
+		fclose(f);
+	}
+	return s;
+}
+
+// Run by rdmacm_kernel_diagnostics with VERBS_LOG_LEVEL=3 and VERBS_LOG_FILE.
+TEST_F(Ucma, DiagnosticsNameTheAddressAndTheReason)
+{
+	const char *path = getenv("VERBS_LOG_FILE");
+	if (!path)
+		GTEST_SKIP() << "needs VERBS_LOG_LEVEL=3 and VERBS_LOG_FILE";
+	size_t before = read_file(path).size(); // the file is appended to
+	rdma_cm_id *id;
+	create(&id);
+	f().fail_cmd = ov::cm::af_ib_support() ? fake::BIND : fake::BIND_IP;
+	f().fail_errno = EADDRNOTAVAIL;
+	sockaddr_in a = ip4("10.9.9.9", 0);
+	EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr *>(&a)), -1);
+	EXPECT_EQ(errno, EADDRNOTAVAIL); // logging keeps errno
+	f().fail_cmd = ov::cm::af_ib_support() ? fake::RESOLVE_ADDR : fake::RESOLVE_IP;
+	f().fail_errno = ENETUNREACH;
+	sockaddr_in d = ip4("192.0.2.7", 9);
+	EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&d), 100), -1);
+	f().fail_cmd = -1;
+	rdma_destroy_id(id);
+	std::string log = read_file(path).substr(before);
+	EXPECT_NE(log.find("librdmacm: bind to 10.9.9.9 failed: Cannot assign requested address\n"),
+		  std::string::npos) << log;
+	EXPECT_NE(log.find("librdmacm: resolving 192.0.2.7 failed: Network is unreachable\n"),
+		  std::string::npos) << log;
+}
+
+} // namespace
