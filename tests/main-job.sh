@@ -1,6 +1,7 @@
 #!/bin/sh
 # The main job: build openverbs, then run Debian's unmodified ibv_devinfo and an
-# ibv_rc_pingpong pair on our libibverbs.so.1.
+# ibv_rc_pingpong pair on our libibverbs.so.1, and an rping pair (rdma_cm) on
+# our librdmacm.so.1.
 #
 # With the software device (providers/soft) built, this runs right here, with
 # no RDMA kernel support and no root: RDMAV_SOFT_DEVICES=1 presents soft0.
@@ -31,6 +32,22 @@ if [ -f "$LIB/libibverbs/libsoft-rdmav34.so" ]; then
   timeout 60 ibv_rc_pingpong -d soft0 -p "$PORT" -n 1000 localhost || status=$?
   wait $SERVER || status=$?
   echo "-- server:"; cat build/main-job-server.log
+  if [ $status -eq 0 ] && [ -f "$LIB/librdmacm.so.1" ]; then
+    # rdma_cm through the software devices' connection manager: the server
+    # is ready once its CM socket exists.
+    echo "== rping pair on soft0 (rdma_cm, 127.0.0.1 port $PORT)"
+    timeout 60 rping -s -a 127.0.0.1 -p "$PORT" -C 100 -v > build/main-job-rping.log 2>&1 &
+    SERVER=$!
+    i=0
+    while [ $i -lt 100 ] && ! ls "/dev/shm/openverbs-$(id -u)/cm" 2>/dev/null | grep -q "tcp-$PORT-"; do
+      kill -0 $SERVER 2>/dev/null || break
+      sleep 0.1; i=$((i + 1))
+    done
+    timeout 60 rping -c -a 127.0.0.1 -p "$PORT" -C 100 -v > build/main-job-rping-client.log 2>&1 || status=$?
+    tail -3 build/main-job-rping-client.log
+    wait $SERVER || status=$?
+    echo "-- server:"; tail -3 build/main-job-rping.log
+  fi
   if [ $status -eq 0 ]; then echo "main job: PASS"; else echo "main job: FAIL ($status)"; fi
   exit $status
 else
