@@ -127,6 +127,7 @@ std::atomic<uint64_t> g_foreign{0};
 class Source : public EventSource {
 public:
 	int epfd = -1, evfd = -1, tfd = -1;
+	uint64_t armed = 0; // the deadline the timerfd is set to (0: none)
 	uint64_t keys[2] = {};
 	std::deque<RawEvent> ready;
 	std::vector<SoftId *> ids;
@@ -376,8 +377,17 @@ void fill_conn(RawEvent &e, const Message &m)
 
 // ------------------------------------------------------------------ sockets
 
+// The CM's socket directory, made and checked once per process (and again
+// after a failure: a directory removed meanwhile is made anew).
+std::string g_cm_dir; // guarded by g_lock
+
 int cm_dir(std::string &out)
 {
+	std::string &checked = g_cm_dir;
+	if (!checked.empty()) {
+		out = checked;
+		return 0;
+	}
 	char base[64];
 	snprintf(base, sizeof(base), "/dev/shm/openverbs-%u", unsigned(geteuid()));
 	for (const char *d : {"", "/cm"}) {
@@ -390,7 +400,7 @@ int cm_dir(std::string &out)
 		if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
 			return EPERM; // not a private directory of ours: never use it
 	}
-	out = std::string(base) + "/cm";
+	out = checked = std::string(base) + "/cm";
 	return 0;
 }
 
@@ -525,6 +535,9 @@ void arm_timer(Source *src)
 	for (SoftId *s : src->ids)
 		if (s->deadline && (!first || s->deadline < first))
 			first = s->deadline;
+	if (first == src->armed)
+		return;
+	src->armed = first;
 	itimerspec its{};
 	if (first) {
 		its.it_value.tv_sec = time_t(first / 1000000000ull);
@@ -825,6 +838,7 @@ void on_timer(Source *src)
 {
 	uint64_t x;
 	(void)!read(src->tfd, &x, sizeof(x));
+	src->armed = 0;
 	uint64_t now = now_ns();
 	std::vector<SoftId *> due;
 	for (SoftId *s : src->ids)
@@ -907,6 +921,12 @@ int reserve(SoftId *s, const sockaddr *addr)
 		int rc = bind_path(dir, path, fd, ino);
 		if (rc == EADDRINUSE && !port)
 			continue;
+		if (rc == ENOENT && tries == 0) { // the directory went away: make it again
+			g_cm_dir.clear();
+			if ((rc = cm_dir(dir)))
+				return rc;
+			continue;
+		}
 		if (rc)
 			return rc;
 		s->lfd = fd;

@@ -17,7 +17,7 @@ log=$(mktemp)
 timeout "$limit" sh -c "$server" > "$log" 2>&1 &
 spid=$!
 i=0
-while [ $i -lt 200 ] && ! ls "$dir" 2>/dev/null | grep -q -- '-'; do
+while [ $i -lt 600 ] && ! ls "$dir" 2>/dev/null | grep -q -- '-'; do
   kill -0 $spid 2>/dev/null || break
   sleep 0.05; i=$((i + 1))
 done

@@ -1,0 +1,368 @@
+// The software CM through librdmacm's public API, two processes per case
+// (fork) on soft0: killed peers (client and server side, connected and
+// mid-handshake) give the documented event within a bounded time, no
+// listener and rdma_reject give their IB CM reasons, another user can
+// neither connect nor list the listeners, and a malformed record is
+// dropped and counted. Runs in a private /dev/shm (private_shm.sh).
+#include <rdma/rdma_cma.h>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+constexpr int kBoundMs = 3000; // every expected event must come within this
+
+struct Got {
+	int type = -1;
+	int status = 0;
+	rdma_cm_id *id = nullptr;
+	std::string priv;
+};
+
+// The next event within `ms`, acknowledged (type -1 when none came).
+Got next(rdma_event_channel *ch, int ms = kBoundMs)
+{
+	Got g;
+	pollfd p{ch->fd, POLLIN, 0};
+	if (poll(&p, 1, ms) != 1)
+		return g;
+	rdma_cm_event *ev;
+	if (rdma_get_cm_event(ch, &ev))
+		return g;
+	g.type = ev->event;
+	g.status = ev->status;
+	g.id = ev->id;
+	if (ev->param.conn.private_data)
+		g.priv.assign(static_cast<const char *>(ev->param.conn.private_data),
+			      ev->param.conn.private_data_len);
+	rdma_ack_cm_event(ev);
+	return g;
+}
+
+sockaddr_in loopback(uint16_t port)
+{
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+uint16_t test_port()
+{
+	static uint16_t n = 0;
+	return uint16_t(20000 + getpid() % 20000 + n++);
+}
+
+struct Listener {
+	rdma_event_channel *ch = rdma_create_event_channel();
+	rdma_cm_id *id = nullptr;
+	explicit Listener(uint16_t port)
+	{
+		auto a = loopback(port);
+		EXPECT_NE(ch, nullptr);
+		EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+		EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr *>(&a)), 0);
+		EXPECT_EQ(rdma_listen(id, 8), 0);
+	}
+	~Listener()
+	{
+		rdma_destroy_id(id);
+		rdma_destroy_event_channel(ch);
+	}
+};
+
+void make_qp(rdma_cm_id *id)
+{
+	ibv_qp_init_attr a{};
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0);
+}
+
+// An active id with a QP, route resolved.
+rdma_cm_id *resolved(rdma_event_channel *ch, uint16_t port)
+{
+	rdma_cm_id *id = nullptr;
+	auto dst = loopback(port);
+	EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+	EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&dst), 1000), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_ADDR_RESOLVED);
+	EXPECT_EQ(rdma_resolve_route(id, 1000), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	make_qp(id);
+	return id;
+}
+
+rdma_conn_param param(const char *priv = nullptr)
+{
+	rdma_conn_param p{};
+	p.responder_resources = 1;
+	p.initiator_depth = 1;
+	p.retry_count = 7;
+	p.rnr_retry_count = 7;
+	if (priv) {
+		p.private_data = priv;
+		p.private_data_len = uint8_t(strlen(priv));
+	}
+	return p;
+}
+
+// Runs `child` in a forked process; its failures become exit code 1.
+template <typename F>
+pid_t spawn(F child)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		child();
+		_exit(::testing::Test::HasFailure() ? 1 : 0);
+	}
+	return pid;
+}
+
+int reap(pid_t pid)
+{
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void signal_parent(int fd)
+{
+	char x = 1;
+	ASSERT_EQ(write(fd, &x, 1), 1);
+}
+
+void wait_child(int fd)
+{
+	char x;
+	pollfd p{fd, POLLIN, 0};
+	ASSERT_EQ(poll(&p, 1, 10000), 1);
+	ASSERT_EQ(read(fd, &x, 1), 1);
+}
+
+} // namespace
+
+// A client process killed while connected: the server sees DISCONNECTED.
+TEST(SoftCmPeers, ClientKilledWhileConnected)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		rdma_cm_id *id = resolved(ch, port);
+		auto p = param();
+		ASSERT_EQ(rdma_connect(id, &p), 0);
+		ASSERT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+		signal_parent(sync[1]);
+		pause();
+	});
+	auto req = next(l.ch);
+	ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+	make_qp(req.id);
+	auto p = param();
+	ASSERT_EQ(rdma_accept(req.id, &p), 0);
+	EXPECT_EQ(next(l.ch).type, RDMA_CM_EVENT_ESTABLISHED);
+	wait_child(sync[0]);
+	kill(client, SIGKILL);
+	reap(client);
+	EXPECT_EQ(next(l.ch).type, RDMA_CM_EVENT_DISCONNECTED);
+	rdma_destroy_qp(req.id);
+	rdma_destroy_id(req.id);
+}
+
+// A server process killed while connected: the client sees DISCONNECTED.
+TEST(SoftCmPeers, ServerKilledWhileConnected)
+{
+	uint16_t port = test_port();
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t server = spawn([&] {
+		Listener l(port);
+		signal_parent(sync[1]);
+		auto req = next(l.ch, 10000);
+		ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+		make_qp(req.id);
+		auto p = param();
+		ASSERT_EQ(rdma_accept(req.id, &p), 0);
+		pause();
+	});
+	wait_child(sync[0]);
+	rdma_event_channel *ch = rdma_create_event_channel();
+	rdma_cm_id *id = resolved(ch, port);
+	auto p = param();
+	ASSERT_EQ(rdma_connect(id, &p), 0);
+	ASSERT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+	kill(server, SIGKILL);
+	reap(server);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+// A client killed after its request reached the server: accepting it
+// succeeds, then REJECTED with IB CM reason 4 (timeout) follows.
+TEST(SoftCmPeers, ClientKilledMidHandshake)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		rdma_cm_id *id = resolved(ch, port);
+		auto p = param();
+		ASSERT_EQ(rdma_connect(id, &p), 0);
+		pause();
+	});
+	auto req = next(l.ch);
+	ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+	kill(client, SIGKILL);
+	reap(client);
+	make_qp(req.id);
+	auto p = param();
+	ASSERT_EQ(rdma_accept(req.id, &p), 0);
+	auto g = next(l.ch);
+	EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+	EXPECT_EQ(g.status, 4);
+	rdma_destroy_qp(req.id);
+	rdma_destroy_id(req.id);
+}
+
+// A server killed while the client waits for its reply: REJECTED (4).
+TEST(SoftCmPeers, ServerKilledMidHandshake)
+{
+	uint16_t port = test_port();
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t server = spawn([&] {
+		Listener l(port);
+		signal_parent(sync[1]);
+		auto req = next(l.ch, 10000);
+		ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+		signal_parent(sync[1]);
+		pause();
+	});
+	wait_child(sync[0]);
+	rdma_event_channel *ch = rdma_create_event_channel();
+	rdma_cm_id *id = resolved(ch, port);
+	auto p = param();
+	ASSERT_EQ(rdma_connect(id, &p), 0);
+	wait_child(sync[0]);
+	kill(server, SIGKILL);
+	reap(server);
+	auto g = next(ch);
+	EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+	EXPECT_EQ(g.status, 4);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+// Nobody listens: REJECTED with IB CM reason 8 (invalid service ID).
+TEST(SoftCmPeers, NoListener)
+{
+	rdma_event_channel *ch = rdma_create_event_channel();
+	rdma_cm_id *id = resolved(ch, test_port());
+	auto p = param();
+	ASSERT_EQ(rdma_connect(id, &p), 0);
+	auto g = next(ch);
+	EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+	EXPECT_EQ(g.status, 8);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+// rdma_reject: REJECTED with reason 28 (consumer defined) and the data.
+TEST(SoftCmPeers, RejectCarriesPrivateData)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		rdma_cm_id *id = resolved(ch, port);
+		auto p = param("let me in");
+		ASSERT_EQ(rdma_connect(id, &p), 0);
+		auto g = next(ch);
+		EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+		EXPECT_EQ(g.status, 28);
+		EXPECT_EQ(g.priv.substr(0, 7), "go away");
+	});
+	auto req = next(l.ch);
+	ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+	EXPECT_EQ(req.priv.substr(0, 9), "let me in");
+	ASSERT_EQ(rdma_reject(req.id, "go away", 7), 0);
+	EXPECT_EQ(reap(client), 0);
+	rdma_destroy_id(req.id);
+}
+
+// Another user's process can neither connect nor see the listeners.
+TEST(SoftCmPeers, OtherUserCannotConnectOrObserve)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root to become another user";
+	uint16_t port = test_port();
+	Listener l(port);
+	pid_t other = spawn([&] {
+		ASSERT_EQ(setgid(65534), 0);
+		ASSERT_EQ(setuid(65534), 0);
+		char dir[64];
+		snprintf(dir, sizeof(dir), "/dev/shm/openverbs-0/cm");
+		EXPECT_EQ(opendir(dir), nullptr);
+		std::string path = std::string(dir) + "/tcp-" + std::to_string(port) + "-7f000001";
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		sockaddr_un un{};
+		un.sun_family = AF_UNIX;
+		strcpy(un.sun_path, path.c_str());
+		EXPECT_NE(connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un)), 0);
+		EXPECT_EQ(errno, EACCES);
+	});
+	EXPECT_EQ(reap(other), 0);
+	EXPECT_EQ(next(l.ch, 300).type, -1);
+}
+
+// A same-user peer sending garbage: the record is dropped (no event) and
+// the connection closed.
+TEST(SoftCmPeers, MalformedRecordIsDropped)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	pid_t peer = spawn([&] {
+		std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/cm/tcp-" +
+				   std::to_string(port) + "-7f000001";
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		sockaddr_un un{};
+		un.sun_family = AF_UNIX;
+		strcpy(un.sun_path, path.c_str());
+		ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un)), 0);
+		const char junk[] = "OVCM\x01\x00\x01\x00 not a request";
+		ASSERT_GT(send(fd, junk, sizeof(junk), 0), 0);
+		char b;
+		EXPECT_EQ(recv(fd, &b, 1, 0), 0); // closed by the listener
+	});
+	// The listener works on the record when the application asks for events.
+	rdma_cm_event *ev = nullptr;
+	int fl = fcntl(l.ch->fd, F_GETFL);
+	fcntl(l.ch->fd, F_SETFL, fl | O_NONBLOCK);
+	int st = -1;
+	for (int i = 0; i < 250 && waitpid(peer, &st, WNOHANG) == 0; i++) {
+		EXPECT_NE(rdma_get_cm_event(l.ch, &ev), 0);
+		EXPECT_EQ(errno, EAGAIN);
+		usleep(20000);
+	}
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
