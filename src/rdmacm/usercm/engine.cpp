@@ -128,6 +128,7 @@ class Source : public EventSource {
 public:
 	int epfd = -1, evfd = -1, tfd = -1;
 	uint64_t armed = 0; // the deadline the timerfd is set to (0: none)
+	std::atomic<int> waiting{0}; // threads inside next()
 	uint64_t keys[2] = {};
 	std::deque<RawEvent> ready;
 	std::vector<SoftId *> ids;
@@ -1036,7 +1037,16 @@ public:
 		events_reported = 0;
 		if (!s)
 			return 0;
-		events_reported = s->reported;
+		// Events made but not yet taken: the kernel's CM hands an event to a
+		// reader blocked on the channel the moment it is made, so with a
+		// reader inside next() they count as reported and stay for it to take
+		// (the front end waits for their acknowledgement); without one they
+		// are dropped, as the kernel drops what nobody has read.
+		uint32_t pending = 0;
+		if (s->src->waiting.load() > 0)
+			for (auto &e : s->src->ready)
+				pending += e.handle == s->handle && e.event != RDMA_CM_EVENT_CONNECT_REQUEST;
+		events_reported = s->reported + pending;
 		if ((s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) &&
 		    s->cfd >= 0) {
 			Message dreq;
@@ -1052,7 +1062,8 @@ public:
 				v.erase(v.begin() + long(i));
 				break;
 			}
-		drop_events(s->src, s->handle);
+		if (!pending)
+			drop_events(s->src, s->handle);
 		arm_timer(s->src);
 		g_ids.erase(s->handle);
 		delete s;
@@ -1366,14 +1377,16 @@ public:
 		case St::connected:
 		case St::rep_sent:
 		case St::rep_rcvd: {
+			// The record reaches the peer (or the peer is gone, which it
+			// also sees as a disconnect): report DISCONNECTED at once, as
+			// the kernel's CM does as soon as its DREP comes back, without
+			// waiting for the peer process to run.
 			Message m;
 			m.type = MsgType::dreq;
-			if (!send_msg(s->cfd, m)) {
-				peer_gone(s);
-				return 0;
-			}
-			s->st = St::dreq_sent;
-			set_deadline(s, true);
+			send_msg(s->cfd, m);
+			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+			s->st = St::disconnected;
+			close_conn(s);
 			return 0;
 		}
 		case St::dreq_sent:
@@ -1603,8 +1616,11 @@ Source::~Source()
 
 int Source::next(RawEvent &ev, bool block) noexcept
 {
-	if (block && (fcntl(epfd, F_GETFL) & O_NONBLOCK))
-		block = false;
+	struct Inside {
+		std::atomic<int> &n;
+		explicit Inside(std::atomic<int> &c) : n(c) { n++; }
+		~Inside() { n--; }
+	} inside(waiting);
 	for (;;) {
 		{
 			std::lock_guard<std::recursive_mutex> g(g_lock);
@@ -1633,7 +1649,9 @@ int Source::next(RawEvent &ev, bool block) noexcept
 		epoll_event evs[16];
 		int n = epoll_wait(epfd, evs, 16, 0);
 		if (n == 0) {
-			if (!block)
+			// Nothing to do: block unless asked not to (the fd's own
+			// O_NONBLOCK counts: it is the channel's fd).
+			if (!block || (fcntl(epfd, F_GETFL) & O_NONBLOCK))
 				return EAGAIN;
 			n = epoll_wait(epfd, evs, 16, -1);
 		}
