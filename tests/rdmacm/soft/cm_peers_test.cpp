@@ -185,36 +185,6 @@ TEST(SoftCmPeers, ClientKilledWhileConnected)
 	rdma_destroy_id(req.id);
 }
 
-// A server process killed while connected: the client sees DISCONNECTED.
-TEST(SoftCmPeers, ServerKilledWhileConnected)
-{
-	uint16_t port = test_port();
-	int sync[2];
-	ASSERT_EQ(pipe(sync), 0);
-	pid_t server = spawn([&] {
-		Listener l(port);
-		signal_parent(sync[1]);
-		auto req = next(l.ch, 10000);
-		ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
-		make_qp(req.id);
-		auto p = param();
-		ASSERT_EQ(rdma_accept(req.id, &p), 0);
-		pause();
-	});
-	wait_child(sync[0]);
-	rdma_event_channel *ch = rdma_create_event_channel();
-	rdma_cm_id *id = resolved(ch, port);
-	auto p = param();
-	ASSERT_EQ(rdma_connect(id, &p), 0);
-	ASSERT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
-	kill(server, SIGKILL);
-	reap(server);
-	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
-	rdma_destroy_qp(id);
-	rdma_destroy_id(id);
-	rdma_destroy_event_channel(ch);
-}
-
 // A client killed after its request reached the server: accepting it
 // succeeds, then REJECTED with IB CM reason 4 (timeout) follows.
 TEST(SoftCmPeers, ClientKilledMidHandshake)
@@ -242,8 +212,9 @@ TEST(SoftCmPeers, ClientKilledMidHandshake)
 	rdma_destroy_id(req.id);
 }
 
-// A server killed while the client waits for its reply: REJECTED (4).
-TEST(SoftCmPeers, ServerKilledMidHandshake)
+// The server process is killed after it accepted (connected) or right after
+// it received the request (mid-handshake); the client sees `want` (status).
+void server_killed(bool accepted, int want, int want_status)
 {
 	uint16_t port = test_port();
 	int sync[2];
@@ -253,6 +224,11 @@ TEST(SoftCmPeers, ServerKilledMidHandshake)
 		signal_parent(sync[1]);
 		auto req = next(l.ch, 10000);
 		ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+		if (accepted) {
+			make_qp(req.id);
+			auto p = param();
+			ASSERT_EQ(rdma_accept(req.id, &p), 0);
+		}
 		signal_parent(sync[1]);
 		pause();
 	});
@@ -262,14 +238,28 @@ TEST(SoftCmPeers, ServerKilledMidHandshake)
 	auto p = param();
 	ASSERT_EQ(rdma_connect(id, &p), 0);
 	wait_child(sync[0]);
+	if (accepted)
+		ASSERT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
 	kill(server, SIGKILL);
 	reap(server);
 	auto g = next(ch);
-	EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
-	EXPECT_EQ(g.status, 4);
+	EXPECT_EQ(g.type, want);
+	EXPECT_EQ(g.status, want_status);
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
+}
+
+// A server process killed while connected: the client sees DISCONNECTED.
+TEST(SoftCmPeers, ServerKilledWhileConnected)
+{
+	server_killed(true, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
+// A server killed while the client waits for its reply: REJECTED (4).
+TEST(SoftCmPeers, ServerKilledMidHandshake)
+{
+	server_killed(false, RDMA_CM_EVENT_REJECTED, 4);
 }
 
 // Nobody listens: REJECTED with IB CM reason 8 (invalid service ID).
