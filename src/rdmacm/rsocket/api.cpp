@@ -31,15 +31,14 @@ template <typename R> R fail(int e, R ret = static_cast<R>(-1))
 }
 
 // The stream of a connected (or connecting) rsocket, or null with errno.
-Stream *stream_of(const std::shared_ptr<RSocket> &rs, int flags)
+Stream *stream_of(RSocket *rs, int flags)
 {
 	return rs->ready_stream(rs->nonblocking(flags));
 }
 
 // The rsocket and its stream for a data call, after the checks every data
 // call shares; null with errno.
-Stream *data_stream(int socket, const iovec *iov, int iovcnt, int flags,
-		    std::shared_ptr<RSocket> &rs)
+Stream *data_stream(int socket, const iovec *iov, int iovcnt, int flags, RSocket *&rs)
 {
 	rs = lookup(socket);
 	if (!rs)
@@ -65,7 +64,7 @@ bool bad_msghdr(const msghdr *msg)
 
 ssize_t do_recv(int socket, const iovec *iov, int iovcnt, int flags)
 {
-	std::shared_ptr<RSocket> rs;
+	RSocket *rs = nullptr;
 	Stream *s = data_stream(socket, iov, iovcnt, flags, rs);
 	if (!s)
 		return -1;
@@ -88,7 +87,7 @@ ssize_t do_recv(int socket, const iovec *iov, int iovcnt, int flags)
 
 ssize_t do_send(int socket, const iovec *iov, int iovcnt, int flags)
 {
-	std::shared_ptr<RSocket> rs;
+	RSocket *rs = nullptr;
 	Stream *s = data_stream(socket, iov, iovcnt, flags, rs);
 	if (!s)
 		return -1;

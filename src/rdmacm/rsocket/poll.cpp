@@ -91,7 +91,7 @@ void gate_leave(bool woke_others)
 }
 
 // One pass without sleeping. Ordinary fds are polled together.
-int check_all(pollfd *fds, nfds_t nfds, std::vector<std::shared_ptr<RSocket>> &rss)
+int check_all(pollfd *fds, nfds_t nfds, std::vector<RSocket *> &rss)
 {
 	std::vector<pollfd> plain;
 	std::vector<nfds_t> where;
@@ -132,7 +132,7 @@ OV_RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return -1;
 	}
 	try {
-		std::vector<std::shared_ptr<RSocket>> rss(nfds);
+		std::vector<RSocket *> rss(nfds);
 		for (nfds_t i = 0; i < nfds; i++)
 			rss[i] = lookup(fds[i].fd);
 

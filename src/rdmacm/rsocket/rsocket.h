@@ -107,8 +107,12 @@ private:
 	std::vector<uint8_t> route_; // RDMA_ROUTE
 };
 
-// The table of rsockets by number.
-std::shared_ptr<RSocket> lookup(int fd);
+// The table of rsockets by number. lookup() takes no lock for numbers
+// below 65536 (one atomic load); the rsocket stays valid until rclose()
+// removes it, so a call racing rclose() on the same number is the
+// program's error, as with file descriptors (rdma-core's index map has the
+// same contract).
+RSocket *lookup(int fd);
 bool insert(const std::shared_ptr<RSocket> &rs);
 std::shared_ptr<RSocket> remove(int fd);
 

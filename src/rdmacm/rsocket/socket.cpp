@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <atomic>
 #include <map>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -51,24 +52,32 @@ int event_errno(rdma_cm_event_type type, int status)
 // addresses).
 constexpr size_t kIbConnectHdr = 36;
 
+constexpr int kFastSlots = 1 << 16;
 std::mutex g_table_mu;
-std::map<int, std::shared_ptr<RSocket>> g_table;
+std::map<int, std::shared_ptr<RSocket>> g_table; // owners
+std::atomic<RSocket *> g_fast[kFastSlots];       // lock-free index
 
 } // namespace
 
-std::shared_ptr<RSocket> lookup(int fd)
+RSocket *lookup(int fd)
 {
 	if (fd < 0)
 		return nullptr;
+	if (fd < kFastSlots)
+		return g_fast[fd].load(std::memory_order_acquire);
 	std::lock_guard<std::mutex> g(g_table_mu);
 	auto it = g_table.find(fd);
-	return it == g_table.end() ? nullptr : it->second;
+	return it == g_table.end() ? nullptr : it->second.get();
 }
 
 bool insert(const std::shared_ptr<RSocket> &rs)
 {
 	std::lock_guard<std::mutex> g(g_table_mu);
-	return g_table.emplace(rs->fd(), rs).second;
+	if (!g_table.emplace(rs->fd(), rs).second)
+		return false;
+	if (rs->fd() < kFastSlots)
+		g_fast[rs->fd()].store(rs.get(), std::memory_order_release);
+	return true;
 }
 
 std::shared_ptr<RSocket> remove(int fd)
@@ -79,6 +88,8 @@ std::shared_ptr<RSocket> remove(int fd)
 		return nullptr;
 	auto rs = it->second;
 	g_table.erase(it);
+	if (fd < kFastSlots)
+		g_fast[fd].store(nullptr, std::memory_order_release);
 	return rs;
 }
 

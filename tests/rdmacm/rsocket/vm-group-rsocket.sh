@@ -66,8 +66,9 @@ for dev in rxe siw; do
     # rstream -T a treats POLLHUP as an error, and rdma-core 44 reports it
     # as soon as the peer's disconnect arrives, unread data or not: with
     # Debian's library as the client the last transfer races the server's
-    # close, so that pair is left out.
-    [ "$c" != deb-cli ] && ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
+    # close (seen on siw0 in a --baseline run, Debian's libraries on both
+    # sides), so the pair runs only with our library as the client.
+    [ "$c" != deb-cli ] && [ "$OV_MODE" != baseline ] && ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
       "$k rstream -s $ip -p $port -S 16384 -C 100 -T a"
     port=$((port + 1))
     ov_pair "riostream.$dev$sfx" cm "$s riostream -b $ip -p $port -S 65536 -C 50" \
