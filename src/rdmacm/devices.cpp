@@ -8,6 +8,7 @@
 #include <infiniband/ib.h>
 
 #include <cstdlib>
+#include <deque>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,8 +19,8 @@ namespace {
 struct Library {
 	std::mutex mu;
 	bool ready = false;
-	ibv_device **list = nullptr;
-	std::vector<Device> devs;
+	std::vector<ibv_device **> lists; // every device list taken (kept: devs point into them)
+	std::deque<Device> devs;	   // a deque: ids keep Device pointers across growth
 	int abi = 4;
 	bool af_ib = false;
 };
@@ -53,6 +54,46 @@ int read_abi(int &abi) noexcept
 		return 0;
 	}
 	return 0;
+}
+
+// Adds the devices of `list` not known yet (by index, else GUID). The
+// number added (the library then keeps the list), or -1 when out of memory.
+int add_devices(Library &l, ibv_device **list) noexcept
+{
+	int added = 0;
+	try {
+		l.lists.push_back(list);
+		for (ibv_device **p = list; *p; p++) {
+			int index = ibv_get_device_index(*p);
+			uint64_t guid = ibv_get_device_guid(*p);
+			bool known = false;
+			for (const Device &d : l.devs)
+				known |= index >= 0 ? d.index == index : d.guid == guid;
+			if (known)
+				continue;
+			Device d;
+			d.ibdev = *p;
+			d.guid = guid;
+			d.index = index;
+			l.devs.push_back(std::move(d));
+			added++;
+		}
+		if (!added)
+			l.lists.pop_back();
+		return added;
+	} catch (...) {
+		if (!l.lists.empty() && l.lists.back() == list)
+			l.lists.pop_back();
+		return -1;
+	}
+}
+
+Device *find_device(Library &l, uint64_t guid, uint32_t index) noexcept
+{
+	for (Device &d : l.devs)
+		if (index != kInvalidDevIndex ? d.index == static_cast<int>(index) : d.guid == guid)
+			return &d;
+	return nullptr;
 }
 
 int open_device(Device &d) noexcept
@@ -126,18 +167,10 @@ int init() noexcept
 				 "(RDMAV_SOFT_DEVICES) is present");
 			return fail(ENODEV);
 		}
-		try {
-			l.devs.resize(n);
-		} catch (...) {
+		if (add_devices(l, list) < 0) {
 			ibv_free_device_list(list);
 			return fail(ENOMEM);
 		}
-		for (int i = 0; i < n; i++) {
-			l.devs[i].ibdev = list[i];
-			l.devs[i].guid = ibv_get_device_guid(list[i]);
-			l.devs[i].index = ibv_get_device_index(list[i]);
-		}
-		l.list = list;
 		l.ready = true;
 	}
 	probe_af_ib();
@@ -167,11 +200,15 @@ int get_device(Id &id, uint64_t guid, uint32_t index) noexcept
 {
 	Library &l = lib();
 	std::lock_guard<std::mutex> g(l.mu);
-	Device *dev = nullptr;
-	for (Device &d : l.devs) {
-		if (index != kInvalidDevIndex ? d.index == static_cast<int>(index) : d.guid == guid) {
-			dev = &d;
-			break;
+	Device *dev = find_device(l, guid, index);
+	if (!dev) {
+		// A device added since the list was taken (as rdma-core 44 does,
+		// the list is taken again).
+		if (ibv_device **list = ibv_get_device_list(nullptr)) {
+			if (add_devices(l, list) > 0)
+				dev = find_device(l, guid, index);
+			else
+				ibv_free_device_list(list);
 		}
 	}
 	if (!dev) {
