@@ -325,6 +325,13 @@ int get_event(rdma_event_channel *pub, rdma_cm_event **out) noexcept
 			copy_param(*ev, id, raw);
 			break;
 		}
+		if (ev->pub.status && log_level() >= LOG_INFO) {
+			char dst[64];
+			log::info("%s for destination %s: status %d%s%s", rdma_event_str(ev->pub.event),
+				  log::addr_text(&ev->pub.id->route.addr.dst_addr, dst, sizeof(dst)),
+				  ev->pub.status, ev->pub.status < 0 ? " " : "",
+				  ev->pub.status < 0 ? strerror(-ev->pub.status) : "");
+		}
 		*out = &ev->pub;
 		return 0;
 	}

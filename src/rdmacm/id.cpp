@@ -18,20 +18,6 @@ namespace {
 
 Channel &chan(Id &id) noexcept { return *priv(id.pub.channel); }
 
-// Text of an address for diagnostics.
-const char *addr_text(const sockaddr *a, char *buf, size_t len) noexcept
-{
-	if (!a)
-		return "(none)";
-	if (a->sa_family == AF_INET)
-		inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in *>(a)->sin_addr, buf, len);
-	else if (a->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6 *>(a)->sin6_addr, buf, len);
-	else
-		snprintf(buf, len, "(family %d)", a->sa_family);
-	return buf;
-}
-
 // Moves an idle id to the software CM when it claims the address (an
 // address of this host that no kernel RDMA device owns).
 int choose_backend(Id &id, const sockaddr *addr) noexcept
@@ -50,7 +36,7 @@ int choose_backend(Id &id, const sockaddr *addr) noexcept
 	id.be->destroy(reported);
 	id.be = std::move(be);
 	char text[64];
-	log::debug("%s is served by the software CM", addr_text(addr, text, sizeof(text)));
+	log::debug("%s is served by the software CM", log::addr_text(addr, text, sizeof(text)));
 	return 0;
 }
 
@@ -286,7 +272,7 @@ int bind_addr(Id &id, const sockaddr *addr, socklen_t len) noexcept
 	int err = id.be->bind_addr(addr, len);
 	if (err) {
 		char text[64];
-		log::info("bind to %s failed: %s", addr_text(addr, text, sizeof(text)), strerror(err));
+		log::info("bind to %s failed: %s", log::addr_text(addr, text, sizeof(text)), strerror(err));
 		return fail(err);
 	}
 	return af_ib_support() ? query_addr(id) : query_route(id);
@@ -300,7 +286,7 @@ int resolve_addr(Id &id, const sockaddr *src, socklen_t src_len, const sockaddr 
 	int err = id.be->resolve_addr(src, src_len, dst, dst_len, timeout_ms);
 	if (err) {
 		char text[64];
-		log::info("resolving %s failed: %s", addr_text(dst, text, sizeof(text)), strerror(err));
+		log::info("resolving %s failed: %s", log::addr_text(dst, text, sizeof(text)), strerror(err));
 		return fail(err);
 	}
 	memcpy(&id.pub.route.addr.dst_storage, dst, dst_len);

@@ -6,7 +6,12 @@
 
 #include "common/log.h"
 
+struct sockaddr;
+
 namespace ov::cm::log {
+
+// Text of a socket address for diagnostics ("10.0.0.1", "::1", "(none)").
+const char *addr_text(const struct sockaddr *a, char *buf, unsigned long len) noexcept;
 
 void write(int level, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
