@@ -74,6 +74,22 @@ ssize_t answer(Ucma &f, const Command &c)
 		resp_at<rdma_ucm_create_id_resp>(c, offsetof(rdma_ucm_join_mcast, response))->id =
 		    f.next_id++;
 		break;
+	case QUERY: {
+		uint32_t option;
+		memcpy(&option, c.payload.data() + offsetof(rdma_ucm_query, option), 4);
+		if (option == RDMA_USER_CM_QUERY_PATH) {
+			auto *r = resp_at<rdma_ucm_query_path_resp>(c, offsetof(rdma_ucm_query, response));
+			r->num_paths = 0;
+			break;
+		}
+		auto *r = resp_at<rdma_ucm_query_addr_resp>(c, offsetof(rdma_ucm_query, response));
+		memset(r, 0, sizeof(*r));
+		r->node_guid = f.node_guid;
+		r->ibdev_index = f.ibdev_index;
+		r->port_num = 1;
+		r->pkey = 0xffff;
+		break;
+	}
 	case QUERY_ROUTE: {
 		auto *r = resp_at<rdma_ucm_query_route_resp>(c, offsetof(rdma_ucm_query, response));
 		memset(r, 0, sizeof(*r));
@@ -279,6 +295,29 @@ Bytes connect(uint32_t id, uint32_t qp_num, const Bytes &pdata, uint8_t resp_res
 	c.conn_param.retry_count = retry;
 	c.conn_param.rnr_retry_count = rnr_retry;
 	c.conn_param.valid = 1;
+	c.id = id;
+	return bytes(c);
+}
+
+Bytes accept(uint32_t id, uint64_t uid, uint32_t qp_num, const Bytes &pdata, uint8_t resp_res,
+	     uint8_t init_depth, uint8_t rnr_retry)
+{
+	rdma_ucm_accept c = {};
+	c.uid = uid;
+	c.conn_param.qp_num = qp_num;
+	memcpy(c.conn_param.private_data, pdata.data(), pdata.size());
+	c.conn_param.private_data_len = static_cast<uint8_t>(pdata.size());
+	c.conn_param.responder_resources = resp_res;
+	c.conn_param.initiator_depth = init_depth;
+	c.conn_param.rnr_retry_count = rnr_retry;
+	c.conn_param.valid = 1;
+	c.id = id;
+	return bytes(c);
+}
+
+Bytes disconnect(uint32_t id)
+{
+	rdma_ucm_disconnect c = {};
 	c.id = id;
 	return bytes(c);
 }

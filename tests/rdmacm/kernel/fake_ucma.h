@@ -76,6 +76,9 @@ Bytes resolve_route(uint32_t id, uint32_t timeout_ms);
 Bytes listen(uint32_t id, uint32_t backlog);
 Bytes connect(uint32_t id, uint32_t qp_num, const Bytes &pdata, uint8_t resp_res,
 	      uint8_t init_depth, uint8_t retry, uint8_t rnr_retry, uint8_t srq);
+Bytes accept(uint32_t id, uint64_t uid, uint32_t qp_num, const Bytes &pdata, uint8_t resp_res,
+	     uint8_t init_depth, uint8_t rnr_retry);
+Bytes disconnect(uint32_t id);
 Bytes reject(uint32_t id, const Bytes &pdata, uint8_t reason);
 Bytes notify(uint32_t id, uint32_t event);
 Bytes join_ip_mcast(uint32_t id, uint64_t uid, const sockaddr *addr, size_t len);

@@ -7,6 +7,7 @@
 #include "fake_ucma.h"
 
 #include <rdma/rdma_cma.h>
+#include <infiniband/verbs.h>
 
 #include <gtest/gtest.h>
 
@@ -186,6 +187,64 @@ TEST_F(Ucma, ResolveAddrThenEvent)
 	ASSERT_EQ(rdma_resolve_route(id, 1000), -1); // no device bound yet
 	EXPECT_EQ(errno, EINVAL);
 	f().events_reported = 1;
+	EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// The kernel binds the id to soft0 (its GUID and index in the answers):
+// the library opens the device, and CONNECT/ACCEPT carry the device's
+// limits where the application asks for them.
+TEST_F(Ucma, ConnectAcceptDisconnectOnABoundDevice)
+{
+	int n = 0;
+	ibv_device **list = ibv_get_device_list(&n);
+	ASSERT_GT(n, 0);
+	f().node_guid = ibv_get_device_guid(list[0]);
+	f().ibdev_index = static_cast<uint32_t>(ibv_get_device_index(list[0]));
+	ibv_free_device_list(list);
+
+	rdma_cm_id *id;
+	uint32_t h = create(&id);
+	sockaddr_in a = ip4("10.77.0.1", 0);
+	ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr *>(&a)), 0) << strerror(errno);
+	ASSERT_NE(id->verbs, nullptr);
+	ASSERT_NE(id->pd, nullptr);
+	EXPECT_EQ(id->port_num, 1);
+	ibv_device_attr attr;
+	ASSERT_EQ(ibv_query_device(id->verbs, &attr), 0);
+
+	EXPECT_EQ(rdma_connect(id, nullptr), -1); // RDMA_PS_TCP: a QP or parameters
+	EXPECT_EQ(errno, EINVAL);
+	rdma_conn_param p = {};
+	const char hello[] = "hello";
+	p.private_data = hello;
+	p.private_data_len = sizeof(hello);
+	p.responder_resources = RDMA_MAX_RESP_RES; // the device's
+	p.initiator_depth = 1;
+	p.retry_count = 5;
+	p.rnr_retry_count = 6;
+	p.qp_num = 0x1234;
+	ASSERT_EQ(rdma_connect(id, &p), 0) << strerror(errno);
+	Bytes pd(hello, hello + sizeof(hello));
+	EXPECT_EQ(only(fake::CONNECT),
+		  fake::connect(h, 0x1234, pd, static_cast<uint8_t>(attr.max_qp_rd_atom), 1, 5, 6, 0));
+
+	p.initiator_depth = static_cast<uint8_t>(attr.max_qp_init_rd_atom + 1);
+	if (attr.max_qp_init_rd_atom < 0xfe) {
+		EXPECT_EQ(rdma_connect(id, &p), -1); // beyond the device
+		EXPECT_EQ(errno, EINVAL);
+	}
+
+	rdma_conn_param ap = {};
+	ap.qp_num = 0x77;
+	ap.responder_resources = 1;
+	ap.initiator_depth = 1;
+	ap.rnr_retry_count = 7;
+	ASSERT_EQ(rdma_accept(id, &ap), 0) << strerror(errno);
+	EXPECT_EQ(fake::masked(f().of(fake::ACCEPT).back()),
+		  fake::accept(h, reinterpret_cast<uintptr_t>(id), 0x77, {}, 1, 1, 7));
+
+	ASSERT_EQ(rdma_disconnect(id), 0) << strerror(errno);
+	EXPECT_EQ(only(fake::DISCONNECT), fake::disconnect(h));
 	EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
