@@ -652,8 +652,17 @@ int Stream::get_comp(bool nonblock, Test test)
 	uint64_t start = 0;
 	for (;;) {
 		int r = process_cq(true, test);
-		if (!r || nonblock || errno != EWOULDBLOCK)
+		if (!r || errno != EWOULDBLOCK)
 			return r;
+		if (nonblock) {
+			// A caller that only ever polls never sleeps on the CM
+			// channel: look at it now and then, so that a dead peer
+			// still ends the stream.
+			if (check_cm() && !process_cq(true, test))
+				return 0;
+			errno = EWOULDBLOCK;
+			return -1;
+		}
 		uint64_t t = now_us();
 		if (!start)
 			start = t;
@@ -661,6 +670,21 @@ int Stream::get_comp(bool nonblock, Test test)
 			break;
 	}
 	return process_cq(false, test);
+}
+
+bool Stream::check_cm()
+{
+	if (cm_fd_ < 0 || !cm_fn_)
+		return false;
+	uint64_t t = now_us();
+	if (t - last_cm_check_us_ < 1000)
+		return false;
+	last_cm_check_us_ = t;
+	pollfd p = {cm_fd_, POLLIN, 0};
+	if (::poll(&p, 1, 0) <= 0)
+		return false;
+	cm_fn_(cm_arg_);
+	return true;
 }
 
 bool Stream::can_send() const
@@ -856,6 +880,7 @@ ssize_t Stream::recv(void *buf, size_t len, int flags, bool nonblock)
 
 short Stream::poll_events(short events)
 {
+	check_cm();
 	process_cq(true, &Stream::always);
 	short rev = 0;
 	if ((events & POLLIN) && conn_have_rdata())

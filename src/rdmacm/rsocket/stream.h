@@ -129,6 +129,8 @@ private:
 	// Completion processing (rs_process_cq/rs_get_comp semantics).
 	int process_cq(bool nonblock, Test test);
 	int get_comp(bool nonblock, Test test);
+	// Reads the CM channel when it has something (at most once a ms).
+	bool check_cm();
 	int poll_cq();
 	int wait_cq_event();
 	bool get_cq_event();
@@ -177,6 +179,7 @@ private:
 	int cm_fd_ = -1;
 	void (*cm_fn_)(void *) = nullptr;
 	void *cm_arg_ = nullptr;
+	std::atomic<uint64_t> last_cm_check_us_{0};
 
 	std::atomic<int> state_{0};
 	int err_ = 0;
