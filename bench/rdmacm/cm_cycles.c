@@ -8,6 +8,9 @@
  *
  *   cm_cycles server ADDR PORT N [--no-qp]
  *   cm_cycles client ADDR PORT N [--no-qp]
+ *   cm_cycles tcp-server ADDR PORT N     (the anchor: kernel TCP over the
+ *   cm_cycles tcp-client ADDR PORT N      same address, connect + one byte
+ *                                         each way + close per cycle)
  *
  * The client prints "cycles N seconds S per_second R fds_before A fds_after B".
  * Both exit non-zero on any unexpected event or when the client's number
@@ -15,6 +18,8 @@
  * first cycle (a descriptor leak).
  */
 #include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <dirent.h>
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
@@ -164,13 +169,60 @@ static int client(struct addrinfo *ai, long n)
 	return 0;
 }
 
+static int tcp_server(struct addrinfo *ai, long n)
+{
+	int one = 1, l = socket(ai->ai_family, SOCK_STREAM, 0);
+	long i;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 128)) {
+		perror("tcp server");
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		char b;
+		int c = accept(l, NULL, NULL);
+		if (c < 0 || read(c, &b, 1) != 1 || write(c, &b, 1) != 1) {
+			perror("tcp accept");
+			return 1;
+		}
+		close(c);
+	}
+	close(l);
+	return 0;
+}
+
+static int tcp_client(struct addrinfo *ai, long n)
+{
+	double t0 = 0;
+	long i;
+	for (i = 0; i < n; i++) {
+		char b = 1;
+		int c;
+		if (i == 1)
+			t0 = now();
+		c = socket(ai->ai_family, SOCK_STREAM, 0);
+		while (c >= 0 && connect(c, ai->ai_addr, ai->ai_addrlen) != 0 && i == 0)
+			usleep(10000); /* the first cycle waits for the server */
+		if (c < 0 || write(c, &b, 1) != 1 || read(c, &b, 1) != 1) {
+			perror("tcp connect");
+			return 1;
+		}
+		close(c);
+	}
+	if (n > 1) {
+		double s = now() - t0;
+		printf("cycles %ld seconds %.3f per_second %.0f\n", n - 1, s, (n - 1) / s);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct addrinfo hints, *ai;
 	long n;
 	int ret;
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s server|client ADDR PORT N [--no-qp]\n", argv[0]);
+		fprintf(stderr, "usage: %s server|client|tcp-server|tcp-client ADDR PORT N [--no-qp]\n", argv[0]);
 		return 2;
 	}
 	if (argc > 5 && !strcmp(argv[5], "--no-qp"))
@@ -182,7 +234,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bad address %s port %s\n", argv[2], argv[3]);
 		return 2;
 	}
-	ret = !strcmp(argv[1], "server") ? server(ai, n) : client(ai, n);
+	if (!strcmp(argv[1], "tcp-server"))
+		ret = tcp_server(ai, n);
+	else if (!strcmp(argv[1], "tcp-client"))
+		ret = tcp_client(ai, n);
+	else
+		ret = !strcmp(argv[1], "server") ? server(ai, n) : client(ai, n);
 	freeaddrinfo(ai);
 	return ret;
 }
