@@ -42,6 +42,12 @@ while [ $i -lt 200 ] && ! ls "$dir" 2>/dev/null | grep -q -- '-'; do
   sleep 0.05; i=$((i + 1))
 done
 status=0
+# The server must listen through the software CM (for iperf3: librspreload
+# turned its TCP socket into an rsocket rather than falling back to TCP).
+if ! ls "$dir" 2>/dev/null | grep -q -- "-$port-"; then
+  echo "FAIL: no rdma_cm listener on port $port (server: $server)"; cat "$log"
+  kill $spid 2>/dev/null; exit 1
+fi
 echo "+ $client"
 timeout "$limit" sh -c "exec $client" || status=$?
 if [ $srv_forever = 1 ]; then
