@@ -46,6 +46,25 @@ rcopy_pair() {
   ov_check "$name" "$log" "$rc" "" "$t0"
 }
 
+# Under qemu, siw sometimes fails a connection right after it was
+# established (CONNECT_ERROR -22, see tests/rdmacm/kernel's siw group;
+# Debian's library shows it too): the passive side of rdma-core 44's
+# rsockets then never returns from raccept and the pair hangs. Seen once in
+# four runs of this group (rstream.siw.deb-srv). A siw pair that times out
+# is run once more, with the first attempt noted in retries.log.
+pair() {
+  local out
+  if [ "$dev" != siw ]; then ov_pair "$@"; return; fi
+  out=$(OV_TEST_TIMEOUT=45 ov_pair "$@")
+  case $out in
+    FAIL*"timed out"*)
+      echo "$out" >>"$OV_LOGDIR/retries.log"
+      out="$(OV_TEST_TIMEOUT=45 ov_pair "$@") (retried after a timeout: siw race under qemu)" ;;
+  esac
+  echo "$out"
+  case $out in FAIL*) ov_failed=1 ;; esac
+}
+
 for dev in rxe siw; do
   if [ $dev = rxe ]; then ip=$RXE_IP; else ip=$SIW_IP; fi
   combos="same"
@@ -57,10 +76,10 @@ for dev in rxe siw; do
       deb-cli) s=""; k=$deb; sfx=".deb-cli" ;;
     esac
     port=$((port + 10))
-    ov_pair "rstream.$dev$sfx" cm "$s rstream -b $ip -p $port -S 65536 -C 50 -T v" \
+    pair "rstream.$dev$sfx" cm "$s rstream -b $ip -p $port -S 65536 -C 50 -T v" \
       "$k rstream -s $ip -p $port -S 65536 -C 50 -T v"
     port=$((port + 1))
-    ov_pair "rstream-small.$dev$sfx" cm "$s rstream -b $ip -p $port -S 64 -C 2000 -T v" \
+    pair "rstream-small.$dev$sfx" cm "$s rstream -b $ip -p $port -S 64 -C 2000 -T v" \
       "$k rstream -s $ip -p $port -S 64 -C 2000 -T v"
     port=$((port + 1))
     # rstream -T a treats POLLHUP as an error, and rdma-core 44 reports it
@@ -68,10 +87,10 @@ for dev in rxe siw; do
     # Debian's library as the client the last transfer races the server's
     # close (seen on siw0 in a --baseline run, Debian's libraries on both
     # sides), so the pair runs only with our library as the client.
-    [ "$c" != deb-cli ] && [ "$OV_MODE" != baseline ] && ov_pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
+    [ "$c" != deb-cli ] && [ "$OV_MODE" != baseline ] && pair "rstream-async.$dev$sfx" cm "$s rstream -b $ip -p $port -S 16384 -C 100 -T a" \
       "$k rstream -s $ip -p $port -S 16384 -C 100 -T a"
     port=$((port + 1))
-    ov_pair "riostream.$dev$sfx" cm "$s riostream -b $ip -p $port -S 65536 -C 50" \
+    pair "riostream.$dev$sfx" cm "$s riostream -b $ip -p $port -S 65536 -C 50" \
       "$k riostream -s $ip -p $port -S 65536 -C 50"
     rcopy_pair "rcopy.$dev$sfx" "$s" "$k" "$ip"
   done
