@@ -1,9 +1,9 @@
 #!/bin/sh
-# build-deb.sh [--version V] [--no-lintian] [SUITE...]
+# build-deb.sh [--version V] [--out DIR] [--no-lintian] [SUITE...]
 #
 # Builds the Debian packages of this tree for each SUITE (default: bookworm,
 # and trixie when the tree has the rdma-core 56 ABI target) and writes them
-# to build/deb/SUITE/*.deb:
+# to build/deb/SUITE/*.deb (or DIR/SUITE/*.deb):
 #   libibverbs1-openverbs   takes the place of Debian's libibverbs1
 #   libibumad3-openverbs    ... of libibumad3
 #   librdmacm1-openverbs    ... of librdmacm1 / librdmacm1t64 (when the tree
@@ -30,10 +30,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 version=${OPENVERBS_DEB_VERSION:-}
 lintian=1
+outbase=$repo/build/deb
 while [ $# -gt 0 ]; do
   case $1 in
     --version) version=$2; shift 2;;
     --no-lintian) lintian=0; shift;;
+    --out) mkdir -p "$2"; outbase=$(cd "$2" && pwd); shift 2;;
     -*) echo "build-deb: unknown option $1" >&2; exit 2;;
     *) break;;
   esac
@@ -76,7 +78,7 @@ build_suite() {
     echo "build-deb: $suite needs the 56 ABI target, which this tree does not have" >&2; return 1
   fi
   ver=${version:-$rdma+$(commit_version)}
-  out=$repo/build/deb/$suite
+  out=$outbase/$suite
   work=$repo/build/deb-work/$suite
   # shellcheck disable=SC2086
   root=$(sh "$repo/tests/roots/make-root.sh" "$suite" $BUILD_ROOT_PKGS) || return 1

@@ -13,6 +13,9 @@
 #
 # The mirror is $OPENVERBS_MIRROR, else the first URIs of this machine's
 # /etc/apt/sources.list.d/debian.sources, else http://deb.debian.org/debian.
+# A root with packages is a copy of the suite's base root (no packages, also
+# cached) with the packages installed by apt-get inside it; maintainer
+# scripts start no services there (/usr/sbin/policy-rc.d exits 101).
 # This machine's own apt configuration is only read, never changed. The root's
 # /etc/apt/sources.list names SUITE (and SUITE-updates) on the same mirror, so
 # apt works inside it. Downloaded .debs are kept in
@@ -23,7 +26,7 @@
 # Needs root and debootstrap (tests/deps.sh installs it). Exit status 0 =
 # the root exists; its path is the only line on stdout.
 set -eu
-ROOT_VERSION=1
+ROOT_VERSION=2
 
 quiet=0
 if [ "${1:-}" = --quiet ]; then quiet=1; shift; fi
@@ -57,27 +60,46 @@ tmp=$root.tmp.$$
 # A root left half-built by a killed run (its lock is gone) is removed.
 rm -rf "$root".tmp.*
 trap 'rm -rf "$tmp"' EXIT INT TERM
-mkdir -p "$tmp" "$cache/debs-$suite"
-include=$(echo "$pkgs" | tr ' ' ',')
-say "building $suite root ($pkgs) in $tmp from $mirror"
 start=$(date +%s)
 log=$cache/$suite-$key.log
-# Roots of one suite share the .deb cache: one debootstrap per suite at a time.
-exec 8>"$cache/.debs-$suite.lock"
-flock 8
-if ! debootstrap --variant=minbase --components=main ${include:+--include="$include"} \
-     --cache-dir="$cache/debs-$suite" "$suite" "$tmp" "$mirror" > "$log" 2>&1; then
-  tail -20 "$log" >&2
-  echo "make-root: debootstrap failed (whole log: $log)" >&2
-  exit 1
+: > "$log"
+if [ -z "$pkgs" ]; then
+  # The base root: debootstrap minbase, apt pointed at the mirror, no
+  # service ever started by a package's maintainer scripts (policy-rc.d).
+  exec 8>"$cache/.debs-$suite.lock"
+  flock 8
+  mkdir -p "$tmp" "$cache/debs-$suite"
+  say "building $suite base root in $tmp from $mirror"
+  if ! debootstrap --variant=minbase --components=main --cache-dir="$cache/debs-$suite" \
+       "$suite" "$tmp" "$mirror" >> "$log" 2>&1; then
+    tail -20 "$log" >&2
+    echo "make-root: debootstrap failed (whole log: $log)" >&2
+    exit 1
+  fi
+  flock -u 8
+  {
+    echo "deb $mirror $suite main"
+    echo "deb $mirror $suite-updates main"
+  } > "$tmp/etc/apt/sources.list"
+  printf '#!/bin/sh\n# Roots made by tests/roots/make-root.sh start no services.\nexit 101\n' \
+    > "$tmp/usr/sbin/policy-rc.d"
+  chmod 755 "$tmp/usr/sbin/policy-rc.d"
+  rm -f "$tmp"/var/cache/apt/archives/*.deb
+else
+  # A root with packages: a copy of the base root, then apt-get inside it
+  # (apt resolves dependencies that debootstrap's --include does not).
+  base=$(sh "$0" --quiet "$suite")
+  say "building $suite root ($pkgs) in $tmp"
+  cp -a --reflink=auto "$base" "$tmp"
+  # shellcheck disable=SC2086
+  if ! sh "$(dirname "$0")/enter.sh" --in-place "$tmp" sh -c \
+       "apt-get update -q && apt-get install -y -q --no-install-recommends $pkgs && apt-get clean" \
+       >> "$log" 2>&1; then
+    tail -20 "$log" >&2
+    echo "make-root: apt-get install failed (whole log: $log)" >&2
+    exit 1
+  fi
 fi
-flock -u 8
-# apt inside the root: the suite and its updates on the same mirror.
-{
-  echo "deb $mirror $suite main"
-  echo "deb $mirror $suite-updates main"
-} > "$tmp/etc/apt/sources.list"
-rm -f "$tmp"/var/cache/apt/archives/*.deb
 printf 'suite=%s\nmirror=%s\npackages=%s\nversion=%s\n' "$suite" "$mirror" "$pkgs" "$ROOT_VERSION" \
   > "$tmp/.openverbs-root"
 mv "$tmp" "$root"

@@ -9,6 +9,10 @@
 #   TEST = tools (default): ibstat ibnetdiscover smpquery perfquery sminfo
 #                           saquery iblinkinfo ... compared
 #   TEST = nodeinfo PROGRAM: runs PROGRAM (sim_nodeinfo) with our library
+#   TEST = record: runs the tools once with the system's libibumad (no
+#                  LD_LIBRARY_PATH; OUR_LIB_DIR only has to hold one) and
+#                  leaves WORKDIR/out-system.N and index-system, for callers
+#                  that compare installed systems (tests/pkg)
 # UMAD_IBSIM_NET selects another topology file (default ibsim.net here).
 # Exit status 0 = pass.  Prints what differs.
 set -u
@@ -41,8 +45,12 @@ start_fabric() {
     i=$((i + 1)); [ $i -gt 200 ] && { echo "FAIL: ibsim did not start"; return 1; }
     sleep 0.05
   done
-  SIM_HOST=Hca1 LD_LIBRARY_PATH="$2" LD_PRELOAD=$preload \
-    opensm -d2 -s 0 -f "$work/opensm-$1.log" > "opensm-$1.out" 2>&1 &
+  if [ -n "$2" ]; then
+    SIM_HOST=Hca1 LD_LIBRARY_PATH="$2" LD_PRELOAD=$preload \
+      opensm -d2 -s 0 -f "$work/opensm-$1.log" > "opensm-$1.out" 2>&1 &
+  else
+    SIM_HOST=Hca1 LD_PRELOAD=$preload opensm -d2 -s 0 -f "$work/opensm-$1.log" > "opensm-$1.out" 2>&1 &
+  fi
   sm_pid=$!
   i=0
   until grep -q "SUBNET UP" "opensm-$1.log" 2>/dev/null; do
@@ -84,8 +92,12 @@ run_tools() { # NAME LIBPATH
   echo "$COMMANDS" | while IFS='|' read -r host cmd; do
     n=$((n + 1))
     # shellcheck disable=SC2086
-    SIM_HOST=$host LD_LIBRARY_PATH="$2" LD_PRELOAD=$preload timeout 20 $cmd \
-      > "out-$1.$n" 2>&1 < /dev/null
+    if [ -n "$2" ]; then
+      SIM_HOST=$host LD_LIBRARY_PATH="$2" LD_PRELOAD=$preload timeout 20 $cmd \
+        > "out-$1.$n" 2>&1 < /dev/null
+    else
+      SIM_HOST=$host LD_PRELOAD=$preload timeout 20 $cmd > "out-$1.$n" 2>&1 < /dev/null
+    fi
     echo "rc=$?" >> "out-$1.$n"
     sed -i -e 's/\[[0-9]*\]/[PID]/g' -e 's/generated on .*/generated on DATE/' "out-$1.$n"
     printf '%s\t%s\n' "$n" "$host $cmd" >> "index-$1"
@@ -108,11 +120,14 @@ tools)
     grep -q '^rc=0$' "out-debian.$n" || echo "  note: rc $(tail -1 "out-debian.$n") with Debian's library"
   done < index-debian
   exit $fail ;;
+record)
+  run_tools system "" || exit 1
+  exit 0 ;;
 nodeinfo)
   start_fabric nodeinfo "$ours" || exit 1
   SIM_HOST=Hca2 LD_LIBRARY_PATH="$ours" LD_PRELOAD=$preload timeout 20 "$prog"
   rc=$?
   stop
   exit $rc ;;
-*) echo "usage: $0 OUR_LIB_DIR WORKDIR [tools | nodeinfo PROGRAM]"; exit 2 ;;
+*) echo "usage: $0 OUR_LIB_DIR WORKDIR [tools | record | nodeinfo PROGRAM]"; exit 2 ;;
 esac
