@@ -100,13 +100,13 @@ if [ "$mode" = ours ]; then
   run env-clean '^clean$' sh -c '[ -z "${LD_LIBRARY_PATH:-}${LD_PRELOAD:-}" ] && echo clean'
   run ibv_devices 'soft0' ibv_devices
   run ibv_devinfo 'hca_id:[[:space:]]+soft0' ibv_devinfo -d soft0 -v
-  pair ibv_rc_pingpong 18515 "ibv_rc_pingpong -d soft0" "ibv_rc_pingpong -d soft0 localhost"
-  pair ibv_uc_pingpong 18515 "ibv_uc_pingpong -d soft0" "ibv_uc_pingpong -d soft0 localhost"
-  pair ibv_ud_pingpong 18515 "ibv_ud_pingpong -d soft0" "ibv_ud_pingpong -d soft0 localhost"
-  pair ibv_srq_pingpong 18515 "ibv_srq_pingpong -d soft0" "ibv_srq_pingpong -d soft0 localhost"
+  pair ibv_rc_pingpong 18515 "ibv_rc_pingpong -d soft0" "ibv_rc_pingpong -d soft0 127.0.0.1"
+  pair ibv_uc_pingpong 18515 "ibv_uc_pingpong -d soft0" "ibv_uc_pingpong -d soft0 127.0.0.1"
+  pair ibv_ud_pingpong 18515 "ibv_ud_pingpong -d soft0" "ibv_ud_pingpong -d soft0 127.0.0.1"
+  pair ibv_srq_pingpong 18515 "ibv_srq_pingpong -d soft0" "ibv_srq_pingpong -d soft0 127.0.0.1"
   for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat; do
     case $t in *_lat) n=1000;; *) n=2000;; esac
-    pair "$t" 18515 "$t -d soft0 -n $n" "$t -d soft0 -n $n localhost"
+    pair "$t" 18515 "$t -d soft0 -n $n" "$t -d soft0 -n $n 127.0.0.1"
   done
   # rdma-core's own test suite (python3-pyverbs ships it compressed under
   # /usr/share/doc): every test must pass or skip, except the known soft0
