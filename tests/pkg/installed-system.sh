@@ -5,8 +5,9 @@
 #  1. builds the packages (packaging/build-deb.sh SUITE), and the same tree
 #     again at a higher version (VERSION+1, for the upgrade path);
 #  2. takes a cached root of SUITE with Debian's ibverbs-utils, perftest,
-#     python3-pyverbs, infiniband-diags, ibsim-utils and opensm
-#     (tests/roots/make-root.sh) and, in an overlay kept for this run:
+#     python3-pyverbs, infiniband-diags, ibsim-utils, opensm, ...
+#     (tests/pkg/root-packages.txt; tests/roots/make-root.sh) and, in an
+#     overlay kept for this run:
 #  3. apt-get install ./*.deb: ours replace libibverbs1, libibumad3
 #     (librdmacm1) while every installed reverse dependency stays;
 #  4. runs tests/pkg/in-root.sh ours: dpkg -S names our packages; Debian's
@@ -56,8 +57,9 @@ line PASS build-deb "($v1 and $v2, $(( $(date +%s) - t0 )) s)"
 
 # 2. The root: Debian's programs, Debian's libraries.
 t=$(date +%s)
-root=$(sh "$repo/tests/roots/make-root.sh" "$suite" ibverbs-utils perftest python3-pyverbs \
-  infiniband-diags ibsim-utils opensm rdmacm-utils iproute2) || { line FAIL make-root; finish; }
+# shellcheck disable=SC2046
+root=$(sh "$repo/tests/roots/make-root.sh" "$suite" $(cat "$repo/tests/pkg/root-packages.txt")) ||
+  { line FAIL make-root; finish; }
 line PASS make-root "($root, $(( $(date +%s) - t )) s)"
 state=$work/state
 in_root() { sh "$repo/tests/roots/enter.sh" --write "$state" "$@"; }

@@ -7,6 +7,9 @@
 # (tests/vm/guest-init.sh on the shared root). Everything here runs from the
 # initramfs because every exec over 9p is slow under TCG.
 # Kernel command line: ov_stage2=PATH ov_results=PATH ov_kroot=DIR ov_kver=KVER
+# [ov_root=1 ov_binds=DIR,DIR...]: the 9p root is a Debian root (run.sh --root),
+# and the host's / comes as a second share (hostfs) from which the listed
+# host folders (repository, build tree, kernel modules) are bound in place.
 # It also creates rxe0 and siw0 (settings from the host's guest.env).
 
 PATH=/bin
@@ -28,8 +31,10 @@ done </modules.order
 r=/newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro hostroot $r ||
   fail "cannot mount the host root over virtio-9p"
-[ -n "$ov_stage2" ] && [ -x "$r$ov_stage2" ] || fail "stage 2 '$ov_stage2' is not executable on the host root"
-[ -n "$ov_results" ] && [ -d "$r$ov_results" ] || fail "results folder '$ov_results' missing on the host root"
+if [ "$ov_root" != 1 ]; then
+  [ -n "$ov_stage2" ] && [ -x "$r$ov_stage2" ] || fail "stage 2 '$ov_stage2' is not executable on the host root"
+  [ -n "$ov_results" ] && [ -d "$r$ov_results" ] || fail "results folder '$ov_results' missing on the host root"
+fi
 
 # The guest gets its own writable /tmp; a checkout or build tree that lives
 # under the host's /tmp (a CI clone, say) must stay visible through it. Keep a
@@ -40,8 +45,8 @@ keep() {
   /tmp/?*) t=${1#/tmp/}; keep_tmp="$keep_tmp /tmp/${t%%/*}" ;;
   esac
 }
-keep "$ov_stage2"; keep "$ov_results"
-if [ -f "$r$ov_results/guest.env" ]; then
+[ "$ov_root" = 1 ] || { keep "$ov_stage2"; keep "$ov_results"; }
+if [ "$ov_root" != 1 ] && [ -f "$r$ov_results/guest.env" ]; then
   while IFS= read -r line; do
     case "$line" in OV_REPO=* | OV_BUILD_DIR=* | OV_LIB_DIR=*) keep "${line#*=}" ;; esac
   done <"$r$ov_results/guest.env"
@@ -70,6 +75,17 @@ for d in $keep_tmp; do
   mkdir -p "$r$d" && mount -o bind "$r/mnt/host-tmp/${d#/tmp/}" "$r$d" ||
     fail "cannot bind the host's $d into the guest's /tmp"
 done
+if [ "$ov_root" = 1 ]; then
+  mkdir -p $r/run/ovhost &&
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro hostfs $r/run/ovhost ||
+    fail "cannot mount the host's / (hostfs) over virtio-9p"
+  for d in $(echo "$ov_binds" | tr ',' ' '); do
+    mkdir -p "$r$d" 2>/dev/null
+    mount -o bind "$r/run/ovhost$d" "$r$d" || fail "cannot bind the host's $d into the root"
+  done
+  mkdir -p "$r$ov_results" 2>/dev/null
+  [ -x "$r$ov_stage2" ] || fail "stage 2 '$ov_stage2' is not executable in the guest"
+fi
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results "$r$ov_results" ||
   fail "cannot mount the results share at $ov_results"
 

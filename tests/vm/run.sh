@@ -15,6 +15,12 @@ usage: $0 [options]
   --lib DIR          library under test: DIR first on LD_LIBRARY_PATH (default BUILD/lib)
   --preload          LD_PRELOAD DIR's libibverbs.so.1 (and libibumad.so.3, librdmacm.so.1) instead
   --baseline         run against Debian's installed libraries
+  --root DIR         boot DIR (a Debian root, e.g. tests/roots) as the guest's root
+                     instead of the host's /: programs and libraries come from DIR's
+                     system paths, no LD_LIBRARY_PATH/LD_PRELOAD (mode 'system').
+                     DIR must be writable by this script (it creates the mount
+                     points of the repository, build tree, kernel and results in it)
+                     and needs bash, kmod and iproute2
   --only GROUP...    run only these groups (see --list)
   --kernel PKG       Debian kernel image package or glob (default: what
                      linux-image-amd64 depends on), e.g. 'linux-image-6.12.*+deb12-amd64'
@@ -30,7 +36,7 @@ usage: $0 [options]
 EOF
 }
 
-mode=ld_library_path lib="" only=() extra=() kernel="" build="" list=0 hang=""
+mode=ld_library_path lib="" root_dir="" only=() extra=() kernel="" build="" list=0 hang=""
 timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=120 test_timeout=90
 while [ $# -gt 0 ]; do
   case $1 in
@@ -38,6 +44,7 @@ while [ $# -gt 0 ]; do
     --lib=*) lib=${1#*=}; shift ;;
     --preload) mode=preload; shift ;;
     --baseline) mode=baseline; shift ;;
+    --root) root_dir=${2:?--root needs a directory}; shift 2 ;;
     --only) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do only+=("$1"); shift; done
             [ ${#only[@]} -gt 0 ] || { echo "vm: --only needs group names" >&2; exit 2; } ;;
     --kernel) kernel=${2:?--kernel needs a package}; shift 2 ;;
@@ -53,6 +60,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $hang in ''|boot|tests) ;; *) echo "vm: --debug-hang takes 'boot' or 'tests'" >&2; exit 2 ;; esac
+if [ -n "$root_dir" ]; then
+  [ "$mode" = ld_library_path ] && [ -z "$lib" ] ||
+    { echo "vm: --root excludes --lib, --preload and --baseline" >&2; exit 2; }
+  [ -x "$root_dir/bin/bash" ] || { echo "vm: --root $root_dir: no bin/bash there" >&2; exit 2; }
+  root_dir=$(cd "$root_dir" && pwd)
+  mode=system
+fi
 for v in "$timeout_s" "$boot_timeout" "$test_timeout"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "vm: timeouts are whole seconds, not '$v'" >&2; exit 2; }
 done
@@ -121,7 +135,7 @@ build=${build:-$repo/build}
 mkdir -p "$build" || die "cannot create build tree $build"
 build=$(cd "$build" && pwd)
 lib_dir="" preload=""
-if [ "$mode" = baseline ]; then
+if [ "$mode" = baseline ] || [ "$mode" = system ]; then
   [ -z "$lib" ] || die "--baseline and --lib exclude each other"
 else
   lib=${lib:-$build/lib}
@@ -174,6 +188,20 @@ mkdir -p "$res/logs" || die "cannot create $res"
 ln -sfn "$(basename "$res")" "$build/vm-results/latest"
 : >"$res/results.txt"; : >"$res/events.txt"
 
+# --root: the guest's root is DIR; the host paths the guest needs are bound
+# into it from a second, read-only share of the host's / (stage 1).
+root_share=/ root_args=() root_append=""
+if [ -n "$root_dir" ]; then
+  binds="$repo $ov_build_dir $kdir/root"
+  for d in $binds $res; do
+    mkdir -p "$root_dir$d" || die "--root: cannot create the mount point $root_dir$d"
+  done
+  root_share=$root_dir
+  root_args=(-fsdev local,id=hostfs,path=/,security_model=none,readonly=on,multidevs=remap
+             -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostfs)
+  root_append=" ov_root=1 ov_binds=${binds// /,}"
+fi
+
 groups_arg=""
 for g in "${selected[@]}"; do groups_arg="$groups_arg $g=${group_path[$g]}"; done
 {
@@ -206,7 +234,7 @@ cleanup() {
 trap 'cleanup' EXIT
 trap 'cleanup; exit 130' INT TERM
 
-echo "vm: mode $mode${lib_dir:+, library $lib_dir}; groups: ${selected[*]}"
+echo "vm: mode $mode${lib_dir:+, library $lib_dir}${root_dir:+, root $root_dir}; groups: ${selected[*]}"
 echo "vm: results in $res"
 kernel_image=$kdir/vmlinuz
 [ -f "$kdir/vmlinux" ] && kernel_image=$kdir/vmlinux   # direct (PVH) boot, see prepare-kernel.sh
@@ -217,12 +245,13 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}$root_append" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
-  -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
+  -fsdev local,id=hostroot,path="$root_share",security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
   -fsdev local,id=results,path="$res",security_model=none,multidevs=remap \
   -device virtio-9p-pci,fsdev=results,mount_tag=results \
+  "${root_args[@]}" \
   >"$res/qemu.log" 2>&1 </dev/null &
 qpid=$!
 for _ in $(seq 50); do [ -s "$res/qemu.pid" ] || ! kill -0 "$qpid" 2>/dev/null && break; sleep 0.1; done
@@ -293,7 +322,7 @@ nfail=$(grep -c '^FAIL ' "$res/results.txt")
 nxfail=$(grep -c '^XFAIL ' "$res/results.txt")
 nskip=$(grep -c '^SKIP ' "$res/results.txt")
 {
-  echo "kernel $kver; mode $mode${lib_dir:+ ($lib_dir)}"
+  echo "kernel $kver; mode $mode${lib_dir:+ ($lib_dir)}${root_dir:+ (root $root_dir)}"
   [ -n "$t_rxe" ] && echo "qemu start to rxe0: $(secs "$t_qemu" "$t_rxe") s"
   echo "guest run: $(secs "$t_qemu" "$t_end") s; total wall time: $(secs "$t_start" "$t_end") s; host load average $(cut -d" " -f1-3 /proc/loadavg)"
 } | tee "$res/summary.txt" | sed 's/^/vm: /'

@@ -1,0 +1,25 @@
+# Reads the verbose output of rdma-core's pyverbs suite (run_tests.py -v) and
+# prints one line per test: "module.Class.test outcome", outcome one of ok,
+# skipped, FAIL, ERROR, xfail, xpass. A docstring, when a test has one, is
+# printed on its own line between the test's name and the outcome.
+function emit(id, rest) {
+  o = rest
+  sub(/.* \.\.\. /, "", o)
+  if (o ~ /^skipped/) o = "skipped"
+  else if (o ~ /^expected failure/) o = "xfail"
+  else if (o ~ /^unexpected success/) o = "xpass"
+  else if (o !~ /^(ok|FAIL|ERROR)$/) { pending = id; return }
+  print id " " o
+  pending = ""
+}
+# A test that prints on stdout gets its outcome on a later line of its own.
+pending != "" && /^(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$/ {
+  emit(pending, " ... " $0)
+  next
+}
+/^[A-Za-z_0-9]+ \([A-Za-z_0-9.]+\)/ {
+  id = $2; gsub(/[()]/, "", id)
+  if ($0 ~ / \.\.\. /) emit(id, $0)
+  next
+}
+/ \.\.\. / && id != "" { emit(id, $0) }
