@@ -100,7 +100,7 @@ build_suite() {
   else
     rm -f "$work/pkg/debian/librdmacm1-openverbs.install"
   fi
-  awk -v stanza="$stanza" '$0 == "@RDMACM_STANZA@" { print stanza; next } { print }' \
+  awk -v stanza="$stanza" '$0 == "@RDMACM_STANZA@" { print stanza; print ""; next } { print }' \
     "$here/debian/control.in" |
     sed -e "s/@DEBIAN_VERSION@/$debver/g" -e "s/@RDMA_VERSION@/$rdma/g" \
         -e "s/@STANDARDS@/$standards/" \
