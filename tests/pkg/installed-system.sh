@@ -24,17 +24,7 @@ set -u
 suite=${1:?usage: installed-system.sh SUITE}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$repo/build/pkg-test/$suite
-passed=0; failed=0
-say() { echo "pkg-$suite: $*" >&2; }
-line() { # STATUS NAME [NOTE]
-  echo "$1 $suite/$2${3:+ $3}"
-  if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-}
-finish() {
-  echo "$passed passed, $failed failed"
-  [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
-  exit $?
-}
+. "$repo/tests/pkg/common.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (debootstrap, chroot)"; exit 0; }
 
 rm -rf "$work"
@@ -57,25 +47,12 @@ line PASS build-deb "($v1 and $v2, $(( $(date +%s) - t0 )) s)"
 
 # 2. The root: Debian's programs, Debian's libraries.
 t=$(date +%s)
-# shellcheck disable=SC2046
-root=$(sh "$repo/tests/roots/make-root.sh" "$suite" $(cat "$repo/tests/pkg/root-packages.txt")) ||
-  { line FAIL make-root; finish; }
+test_root
 line PASS make-root "($root, $(( $(date +%s) - t )) s)"
 state=$work/state
 in_root() { sh "$repo/tests/roots/enter.sh" --write "$state" "$@"; }
 rdmacm_ours=0
 ls "$v1dir"/librdmacm1-openverbs_*.deb > /dev/null 2>&1 && rdmacm_ours=1
-
-# apt_install NAME DIR: apt-get install DIR/*.deb in the root.
-apt_install() {
-  if in_root --bind "$2:/debs" "$root" sh -c \
-       'cd /debs && { apt-get install -y ./*.deb || { apt-get update -q && apt-get install -y ./*.deb; }; }' \
-       > "$work/$1.log" 2>&1; then
-    line PASS "$1" "($(ls "$2"/*.deb | wc -l) packages)"
-  else
-    tail -15 "$work/$1.log"; line FAIL "$1" "($work/$1.log)"; finish
-  fi
-}
 
 # phase NAME ours|debian: in-root.sh in a private network namespace.
 phase() {
@@ -89,7 +66,7 @@ phase() {
 }
 
 # 3-4. Ours installed over Debian's.
-apt_install install-ours "$v1dir"
+install_debs install-ours "$v1dir" "$state"
 phase ours ours
 
 # 5. Back to Debian's libraries.
@@ -112,8 +89,8 @@ else
 fi
 
 # 6. Ours again, then the higher version over it.
-apt_install reinstall-ours "$v1dir"
-apt_install upgrade-ours "$v2dir"
+install_debs reinstall-ours "$v1dir" "$state"
+install_debs upgrade-ours "$v2dir" "$state"
 got=$(in_root "$root" dpkg-query -W -f '${Version}' libibverbs1-openverbs 2>/dev/null)
 if [ "$got" = "$v2" ]; then line PASS upgraded-version "($got)"
 else line FAIL upgraded-version "(libibverbs1-openverbs is '$got', wanted $v2)"

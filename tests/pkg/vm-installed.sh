@@ -25,16 +25,7 @@ case $suite in
   trixie) kernel='linux-image-6.12.*+deb12-amd64';;
   *) echo "vm-installed: unknown suite $suite" >&2; exit 2;;
 esac
-passed=0; failed=0
-line() {
-  echo "$1 $suite/$2${3:+ $3}"
-  if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-}
-finish() {
-  echo "$passed passed, $failed failed"
-  [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
-  exit $?
-}
+. "$repo/tests/pkg/common.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (debootstrap, chroot, overlay mounts)"; exit 0; }
 t0=$(date +%s)
 rm -rf "$work"
@@ -44,18 +35,9 @@ if ! sh "$repo/packaging/build-deb.sh" --no-lintian "$suite" > "$work/build.log"
   tail -20 "$work/build.log"; line FAIL build-deb "($work/build.log)"; finish
 fi
 debs=$repo/build/deb/$suite
-# shellcheck disable=SC2046
-root=$(sh "$repo/tests/roots/make-root.sh" "$suite" $(cat "$repo/tests/pkg/root-packages.txt")) ||
-  { line FAIL make-root; finish; }
-
+test_root
 # Our packages, installed by apt into an overlay layer of the root.
-if sh "$repo/tests/roots/enter.sh" --write "$work/ours" --bind "$debs:/debs" "$root" sh -c \
-     'cd /debs && { apt-get install -y ./*.deb || { apt-get update -q && apt-get install -y ./*.deb; }; }' \
-     > "$work/install-ours.log" 2>&1; then
-  line PASS install-ours "($(ls "$debs"/*.deb | wc -l) packages)"
-else
-  tail -15 "$work/install-ours.log"; line FAIL install-ours "($work/install-ours.log)"; finish
-fi
+install_debs install-ours "$debs" "$work/ours"
 mkdir -p "$work/debian/upper" "$work/debian/work"
 
 # boot SIDE: the root (with SIDE's layer on top) in the test bed.
