@@ -71,7 +71,9 @@ phase ours ours
 
 # 5. Back to Debian's libraries.
 back="libibverbs1 libibumad3"
-[ "$rdmacm_ours" = 1 ] && back="$back $(in_root "$root" sh -c 'dpkg-query -W -f "\${Package}\n" "librdmacm1*" 2>/dev/null | head -1' || echo librdmacm1)"
+if [ "$rdmacm_ours" = 1 ]; then
+  case $suite in trixie) back="$back librdmacm1t64";; *) back="$back librdmacm1";; esac
+fi
 if in_root "$root" sh -c "apt-get install -y --purge $back || { apt-get update -q && apt-get install -y --purge $back; }" \
      > "$work/back-to-debian.log" 2>&1; then
   line PASS back-to-debian "(apt-get install --purge $back)"
