@@ -80,6 +80,10 @@ build_suite() {
   ver=${version:-$rdma+$(commit_version)}
   out=$outbase/$suite
   work=$repo/build/deb-work/$suite
+  # One build per suite and tree at a time (they share build/deb-work/SUITE).
+  mkdir -p "$work"
+  exec 7>"$work.lock"
+  flock 7
   # shellcheck disable=SC2086
   root=$(sh "$repo/tests/roots/make-root.sh" "$suite" $BUILD_ROOT_PKGS) || return 1
 
@@ -91,7 +95,8 @@ build_suite() {
   stanza=""; dev_dep=""; dev_prov=""; dev_conf=""; rdmacm=""
   if has_rdmacm; then
     rdmacm=${rdmacm_names%%,*}
-    prov=$(echo "$rdmacm_names" | sed "s/\([a-z0-9]*\)/\1 (= $debver)/g")
+    prov=$(echo "$rdmacm_names" | awk -F', *' -v v="$debver" \
+      '{ for (i = 1; i <= NF; i++) printf "%s%s (= %s)", (i > 1 ? ", " : ""), $i, v }')
     stanza=$(sed -e "s/@RDMACM_PROVIDES@/$prov/" -e "s/@RDMACM_NAMES@/$rdmacm_names/" \
       -e "s/@RDMA_VERSION@/$rdma/" "$here/debian/rdmacm.stanza")
     dev_dep=" librdmacm1-openverbs (= \${binary:Version}),"
