@@ -59,6 +59,7 @@ pair() {
   case $out in
     FAIL*"timed out"*)
       echo "$out" >>"$OV_LOGDIR/retries.log"
+      cp "$OV_LOGDIR/$1.log" "$OV_LOGDIR/$1.first.log" 2>/dev/null
       out="$(OV_TEST_TIMEOUT=45 ov_pair "$@") (retried after a timeout: siw race under qemu)" ;;
   esac
   echo "$out"
