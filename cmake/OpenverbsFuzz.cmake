@@ -15,6 +15,9 @@
 find_program(OPENVERBS_CLANGXX NAMES clang++ clang++-14)
 
 function(openverbs_fuzz_target name)
+  if(NOT OPENVERBS_BUILD_FUZZ)
+    return() # trees that switch fuzzing off (the sanitizer trees of tests/sanitize)
+  endif()
   cmake_parse_arguments(F "" "CORPUS;MAX_LEN" "SOURCES;FLAGS;LIBS;LABELS" ${ARGN})
   if(NOT F_SOURCES OR NOT F_CORPUS)
     message(FATAL_ERROR "openverbs_fuzz_target(${name}): SOURCES and CORPUS are required")

@@ -1,6 +1,9 @@
 # Build options shared by every target of the project.
 
-option(OPENVERBS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+# OFF; ON or address: AddressSanitizer + UndefinedBehaviorSanitizer; thread:
+# ThreadSanitizer (tests/sanitize builds one tree of each).
+set(OPENVERBS_SANITIZE OFF CACHE STRING "Sanitizers: OFF, ON/address (ASan+UBSan), thread (TSan)")
+option(OPENVERBS_BUILD_FUZZ "Build the libFuzzer targets (tests/fuzz, needs clang)" ON)
 option(OPENVERBS_BUILD_BENCH "Build the benchmarks in bench/" ON)
 option(OPENVERBS_WERROR "Treat warnings as errors" OFF)
 
@@ -12,7 +15,10 @@ add_compile_options(${OPENVERBS_WARNINGS})
 # Lets the linker drop unused code of the shared objects (--gc-sections).
 add_compile_options(-ffunction-sections -fdata-sections)
 
-if(OPENVERBS_SANITIZE)
+if(OPENVERBS_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(OPENVERBS_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
