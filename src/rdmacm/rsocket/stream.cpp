@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -652,14 +653,21 @@ int Stream::get_comp(bool nonblock, Test test)
 	uint64_t start = 0;
 	for (;;) {
 		int r = process_cq(true, test);
-		if (!r || errno != EWOULDBLOCK)
+		if (!r || errno != EWOULDBLOCK) {
+			idle_calls_ = 0;
 			return r;
+		}
 		if (nonblock) {
 			// A caller that only ever polls never sleeps on the CM
 			// channel: look at it now and then, so that a dead peer
 			// still ends the stream.
 			if (check_cm() && !process_cq(true, test))
 				return 0;
+			// A caller spinning on EAGAIN waits for the peer, which on
+			// a busy host may be waiting for a CPU: every 16th empty
+			// call in a row gives the CPU away.
+			if ((++idle_calls_ & 15) == 0)
+				sched_yield();
 			errno = EWOULDBLOCK;
 			return -1;
 		}

@@ -180,6 +180,7 @@ private:
 	void (*cm_fn_)(void *) = nullptr;
 	void *cm_arg_ = nullptr;
 	std::atomic<uint64_t> last_cm_check_us_{0};
+	std::atomic<unsigned> idle_calls_{0}; // empty non-blocking calls in a row
 
 	std::atomic<int> state_{0};
 	int err_ = 0;
