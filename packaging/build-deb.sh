@@ -1,5 +1,5 @@
 #!/bin/sh
-# build-deb.sh [--version V] [--out DIR] [--no-lintian] [SUITE...]
+# build-deb.sh [--version V] [--out DIR] [--no-lintian] [--reuse] [SUITE...]
 #
 # Builds the Debian packages of this tree for each SUITE (default: bookworm,
 # and trixie when the tree has the rdma-core 56 ABI target) and writes them
@@ -24,17 +24,21 @@
 # release of the ABI, N = commits on HEAD, so a later commit gets a higher
 # version; a tree with uncommitted changes gets .dSECONDS appended). The
 # changelog entry names the commit.
-# Needs root (debootstrap, chroot). Exit status 0 = every suite built clean.
+# --reuse: keep DIR/SUITE as it is when it was built from this same tree
+# (commit and uncommitted changes, recorded in DIR/SUITE/.source-id) with the
+# same options. Needs root (debootstrap, chroot). Exit status 0 = every suite built clean.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 version=${OPENVERBS_DEB_VERSION:-}
 lintian=1
+reuse=0
 outbase=$repo/build/deb
 while [ $# -gt 0 ]; do
   case $1 in
     --version) version=$2; shift 2;;
     --no-lintian) lintian=0; shift;;
+    --reuse) reuse=1; shift;;
     --out) mkdir -p "$2"; outbase=$(cd "$2" && pwd); shift 2;;
     -*) echo "build-deb: unknown option $1" >&2; exit 2;;
     *) break;;
@@ -79,6 +83,12 @@ build_suite() {
   fi
   ver=${version:-$rdma+$(commit_version)}
   out=$outbase/$suite
+  source_id=$( { git -C "$repo" rev-parse HEAD; git -C "$repo" diff HEAD; echo "$version"; } 2>/dev/null | sha256sum | cut -c1-16)
+  if [ "$reuse" = 1 ] && [ "$(cat "$out/.source-id" 2>/dev/null)" = "$source_id" ] && ls "$out"/*.deb > /dev/null 2>&1; then
+    echo "build-deb: $suite: reusing $out (built from this tree)" >&2
+    ls "$out"/*.deb
+    return 0
+  fi
   work=$repo/build/deb-work/$suite
   # One build per suite and tree at a time (they share build/deb-work/SUITE).
   mkdir -p "$work"
@@ -134,8 +144,9 @@ EOF
     echo "build-deb: $suite: dpkg-buildpackage failed (log: $log)" >&2
     return 1
   fi
-  rm -f "$out"/*.deb
+  rm -f "$out"/*.deb "$out/.source-id"
   cp "$work"/*.deb "$out/"
+  echo "$source_id" > "$out/.source-id"
   if [ "$lintian" = 1 ]; then
     sh "$repo/tests/roots/enter.sh" --bind "$out:/debs" "$root" \
       sh -c 'lintian --no-cfg --fail-on none --display-info --suppress-tags-from-file /dev/null /debs/*.deb' \

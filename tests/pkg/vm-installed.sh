@@ -31,7 +31,8 @@ t0=$(date +%s)
 rm -rf "$work"
 mkdir -p "$work"
 
-if ! sh "$repo/packaging/build-deb.sh" --no-lintian "$suite" > "$work/build.log" 2>&1; then
+# The packages pkg_installed_SUITE built from this tree, else a new build.
+if ! sh "$repo/packaging/build-deb.sh" --reuse --no-lintian "$suite" > "$work/build.log" 2>&1; then
   tail -20 "$work/build.log"; line FAIL build-deb "($work/build.log)"; finish
 fi
 debs=$repo/build/deb/$suite
