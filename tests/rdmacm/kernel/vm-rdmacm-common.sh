@@ -102,18 +102,22 @@ rdmacm_datagram() {
 }
 
 # rdma-core's python tests (python3-pyverbs): the tests ship gzipped under
-# /usr/share/doc; they are unpacked into the guest's /tmp.
+# /usr/share/doc; they are unpacked into the guest's /tmp. They look for the
+# device's network interface in sysfs, which rxe and siw (virtual devices)
+# lack: sysfs_netdev.py adds the link in a private mount namespace, so the
+# tests run instead of skipping. Every test must pass, none may be skipped.
 rdmacm_pyverbs() {
   local t0 log rc
   t0=$(ov_now); log=$OV_LOGDIR/pyverbs-test_rdmacm.log
   rm -rf /tmp/pyt && mkdir -p /tmp/pyt && cp -r /usr/share/doc/rdma-core/tests /tmp/pyt/ &&
     gunzip -f /tmp/pyt/tests/*.gz
-  (cd /tmp/pyt && timeout -k 5 $((OV_TEST_TIMEOUT * 4)) \
-     python3 tests/run_tests.py --dev "$DEV" -v test_rdmacm) >"$log" 2>&1; rc=$?
+  (cd /tmp/pyt && timeout -k 5 $((OV_TEST_TIMEOUT * 4)) unshare --mount --propagation private \
+     sh -c 'python3 "$0" "$1" && exec python3 tests/run_tests.py --dev "$1" -v test_rdmacm' \
+     "$OV_REPO/tests/rdmacm/kernel/sysfs_netdev.py" "$DEV") >"$log" 2>&1; rc=$?
   # The verdict line of unittest: "OK", "OK (skipped=N)" or "FAILED (...)".
   local verdict; verdict=$(grep -E '^(OK|FAILED)' "$log" | tail -n1)
-  if [ "$rc" = 0 ]; then
-    ov_result PASS pyverbs-test_rdmacm "$t0" "($verdict)"
+  if [ "$rc" = 0 ] && [ "$verdict" = OK ]; then
+    ov_result PASS pyverbs-test_rdmacm "$t0" "($(grep -cE ' \.\.\. ok$' "$log") tests)"
   else
     ov_result FAIL pyverbs-test_rdmacm "$t0" "(exit $rc: ${verdict:-$(ov_tail "$log")})"
   fi
