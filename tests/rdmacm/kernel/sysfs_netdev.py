@@ -2,37 +2,33 @@
 """Give a kernel RDMA device the sysfs link to its network interface that
 rdma-core's python tests look for (/sys/class/infiniband/DEV/device/net/NAME).
 
-    sysfs_netdev.py DEV     (as root, inside a private mount namespace)
+    sysfs_netdev.py DEV IP  (as root, inside a private mount namespace)
 
 rxe and siw are virtual devices: they have no "device" parent in sysfs, so
 rdma-core's tests skip every rdmacm test ("doesn't have net interface"). This
 builds a copy of /sys/class made of symlinks to the real entries, in which
 infiniband/DEV is a folder of symlinks to the device's real entries plus
-device/net/<its netdev> (read from the port's GID attributes), and binds it
+device/net/<its netdev> (the interface holding IP), and binds it
 over /sys/class. Only this namespace sees it; the files read through it are
 the kernel's own.
 """
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
-dev = sys.argv[1]
+dev, ip = sys.argv[1], sys.argv[2]
 cls = "/sys/class"
-work = "/tmp/ov-sysclass"
 real_dev = os.path.realpath(os.path.join(cls, "infiniband", dev))
 netdev = None
-ndevs = os.path.join(real_dev, "ports/1/gid_attrs/ndevs")
-for i in sorted(os.listdir(ndevs), key=int)[:16]:
-    try:
-        with open(os.path.join(ndevs, i)) as f:
-            netdev = f.read().strip()
-            break
-    except OSError:
-        continue
+for link in json.loads(subprocess.check_output(["ip", "-j", "addr", "show"])):
+    if any(a.get("local") == ip for a in link.get("addr_info", [])):
+        netdev = link["ifname"]
 if not netdev:
-    sys.exit("no network device for %s" % dev)
+    sys.exit("no network interface holds %s (device %s)" % (ip, dev))
 
-os.makedirs(work, exist_ok=True)
+work = tempfile.mkdtemp(prefix="ov-sysclass-")
 for name in os.listdir(cls):
     src = os.path.join(cls, name)
     dst = os.path.join(work, name)

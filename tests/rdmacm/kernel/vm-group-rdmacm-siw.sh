@@ -3,11 +3,16 @@
 # siw has RC QPs only: the datagram and multicast programs fail as they do
 # with Debian's library.
 DEV=$SIW_DEV IP=$SIW_IP
-# ucmatose's client sends as soon as it is connected; under qemu siw then
-# sometimes reports the connection as failed (CONNECT_ERROR -22): 1 run in
-# 12 with Debian's library as with ours (tests/vm loops, 2026-11-24).
-RETRY_SYMPTOM='RDMA_CM_EVENT_CONNECT_ERROR, error: -22'
+# Under qemu siw sometimes fails a fresh connection: ucmatose's client sees
+# CONNECT_ERROR -22 (1 run in 12 with Debian's library as with ours, tests/vm
+# loops, 2026-11-24), ib_send_bw -R a flushed completion (status 5; seen in a
+# --baseline run). Such a pair is run once more, and the note says so.
+RETRY_SYMPTOM='RDMA_CM_EVENT_CONNECT_ERROR, error: -22|Bad wc status -- 5 '
 RETRY_REASON="a siw race under qemu, Debian's library shows it too"
+# rdma-core's tests find no port of siw0 they can run traffic on, with
+# Debian's library as with ours: every test skips itself with this reason.
+PYVERBS_SKIP_OK="No supported port is up, can't run traffic"
+PYVERBS_SKIP_WHY="rdma-core's tests decline siw0 (no supported port), as with Debian's library"
 # shellcheck source=tests/rdmacm/kernel/vm-rdmacm-common.sh
 . "$OV_REPO/tests/rdmacm/kernel/vm-rdmacm-common.sh"
 rdmacm_connected
