@@ -21,9 +21,7 @@
 #   dumps/        abi-dumper dumps of libibverbs, libibumad, librdmacm
 #   env.sh        sourceable: ANCHOR64, PATH-free variables for the tests
 # Built with -g -Og (debug information for abi-dumper), IOCTL_MODE both and
-# Debian's hardening link flags (relro, BIND_NOW). The dumps cover every type
-# the library's debug information has, the provider-facing ones of the
-# uninstalled driver.h included (as rdma-core's own ABI files do). The tree is built aside (KEY.tmp.PID), installed with
+# Debian's hardening link flags (relro, BIND_NOW). Dumps: make_dumps below. The tree is built aside (KEY.tmp.PID), installed with
 # DESTDIR and renamed into place when complete; a lock per key makes a second
 # run wait and reuse it. The anchor's compiled-in paths (provider directory,
 # config directory) point into the final directory.
@@ -32,7 +30,8 @@
 # Debian's python3-dev and cython3 (pyverbs is built for /usr/bin/python3 and
 # runs with it) and abi-dumper (tests/deps.sh installs them).
 set -eu
-ANCHOR_VERSION=2
+ANCHOR_VERSION=3
+DUMP_VERSION=2
 SHA256=e722c228ddb2c666f9dd3c52b749313e096f3f0cda8a0a77678e9939843d1904
 
 quiet=0
@@ -54,11 +53,44 @@ key=$(printf 'v%s\n%s\n%s\n' "$ANCHOR_VERSION" "$SHA256" "$($cc --version | head
       sha256sum | cut -c1-16)
 dest=$cache/anchor64/$key
 mkdir -p "$cache/anchor64"
-if [ -f "$dest/.openverbs-anchor" ]; then echo "$dest"; exit 0; fi
+# The dumps are a step of their own (DUMP_VERSION), redone in place under the
+# lock when the way they are made changes, without rebuilding the anchor.
+# abi-dumper reads the unstripped libraries' debug information, restricted to
+# the types of the headers rdma-core stages for its build (public and
+# provider-facing: libibverbs/, libibumad/, librdmacm/, kernel-headers/), as
+# rdma-core's own ABI files are. The headers are real copies (abi-dumper does
+# not follow symbolic links).
+make_dumps() { # $1: anchor tree (with usr/lib), $2: log
+  work=$(mktemp -d) || return 1
+  mkdir -p "$work/h/infiniband" "$work/h/rdma" "$work/dumps"
+  tar -xJf "$tarball" -C "$work" --wildcards 'rdma-core-64.0/libibverbs/*.h' \
+    'rdma-core-64.0/libibumad/*.h' 'rdma-core-64.0/librdmacm/*.h' 'rdma-core-64.0/kernel-headers/rdma/*.h' &&
+  cp "$work"/rdma-core-64.0/libibverbs/*.h "$work"/rdma-core-64.0/libibumad/*.h "$work/h/infiniband/" &&
+  cp "$work"/rdma-core-64.0/librdmacm/*.h "$work"/rdma-core-64.0/kernel-headers/rdma/*.h "$work/h/rdma/" ||
+    { rm -rf "$work"; return 1; }
+  for lib in ibverbs:libibverbs.so.1 ibumad:libibumad.so.3 rdmacm:librdmacm.so.1; do
+    name=${lib%%:*}; file=${lib#*:}
+    abi-dumper "$1/usr/lib/$file" -o "$work/dumps/$name.dump" -lver 64.0 \
+      -public-headers "$work/h" >> "$2" 2>&1 ||
+      { tail -20 "$2" >&2; echo "anchor64: abi-dumper failed on $file" >&2; rm -rf "$work"; return 1; }
+  done
+  echo "$DUMP_VERSION" > "$work/dumps/.version"
+  rm -rf "$1/dumps.new" && mv "$work/dumps" "$1/dumps.new" && rm -rf "$1/dumps" && mv "$1/dumps.new" "$1/dumps"
+  rm -rf "$work"
+}
+dumps_current() { [ "$(cat "$1/dumps/.version" 2>/dev/null)" = "$DUMP_VERSION" ]; }
+
+# $cache/anchor64/current names the anchor of this key for CMake, which must
+# know the reference's paths at configure time (the 64 target's tests).
+publish() { ln -sfn "$key" "$cache/anchor64/current.$$" && mv -T "$cache/anchor64/current.$$" "$cache/anchor64/current"; }
+if [ -f "$dest/.openverbs-anchor" ] && dumps_current "$dest"; then publish; echo "$dest"; exit 0; fi
 
 exec 9>"$cache/anchor64/.$key.lock"
 flock 9
-if [ -f "$dest/.openverbs-anchor" ]; then echo "$dest"; exit 0; fi
+if [ -f "$dest/.openverbs-anchor" ]; then
+  dumps_current "$dest" || make_dumps "$dest" "$cache/anchor64/$key.log" || exit 1
+  publish; echo "$dest"; exit 0
+fi
 
 sum=$(sha256sum "$tarball" | cut -d' ' -f1)
 if [ "$sum" != "$SHA256" ]; then
@@ -102,17 +134,12 @@ tests=$(find "$tmp" -name run_tests.py -path '*/tests/*' | head -1)
   [ -f "$tmp/tests/run_tests.py" ] ||
   { echo "anchor64: install incomplete (log: $log)" >&2; exit 1; }
 
-# abi-dumper reads the debug information of the unstripped libraries.
-mkdir -p "$tmp/dumps"
-for lib in ibverbs:libibverbs.so.1 ibumad:libibumad.so.3 rdmacm:librdmacm.so.1; do
-  name=${lib%%:*}; file=${lib#*:}
-  abi-dumper "$tmp/usr/lib/$file" -o "$tmp/dumps/$name.dump" -lver 64.0 >> "$log" 2>&1 ||
-    { tail -20 "$log" >&2; echo "anchor64: abi-dumper failed on $file" >&2; exit 1; }
-done
 rm -rf "$tmp/work"
+make_dumps "$tmp" "$log" || exit 1
 printf 'ANCHOR64=%s\n' "$dest" > "$tmp/env.sh"
 touch "$tmp/.openverbs-anchor"
 mv "$tmp" "$dest"
 trap - EXIT INT TERM
+publish
 say "built in $(( $(date +%s) - start )) s"
 echo "$dest"
