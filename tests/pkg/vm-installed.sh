@@ -65,7 +65,8 @@ boot ours
 rd=$work/debian/vm-results/latest; ro=$work/ours/vm-results/latest
 
 # Same outcome for every test of the groups.
-outcomes() { awk '$1 ~ /^(PASS|FAIL|XFAIL|SKIP)$/ { print $1, $2 }' "$1/results.txt" | sort; }
+# (The pyverbs lines are compared per test below.)
+outcomes() { awk '$1 ~ /^(PASS|FAIL|XFAIL|SKIP)$/ && $2 !~ /^system\/pyverbs-/ { print $1, $2 }' "$1/results.txt" | sort; }
 outcomes "$rd" > "$work/debian.outcomes" 2>/dev/null
 outcomes "$ro" > "$work/ours.outcomes" 2>/dev/null
 n=$(grep -c . "$work/ours.outcomes")
@@ -82,18 +83,28 @@ for dev in rxe0 siw0; do
   n=$(grep -c . "$ro/$f" 2>/dev/null || echo 0)
   sed -e 's/#.*//' "$repo/tests/pkg/vm-known-differences.txt" |
     awk -v s="$suite" -v d="$dev" '$1 == s && $2 == d { print $3, $4, $5 }' | sort > "$work/known-$dev"
-  join -a1 -a2 -e none -o 0,1.2,2.2 "$rd/$f" "$ro/$f" 2>/dev/null |
-    awk '$2 != $3' | sort > "$work/diff-$dev"
-  unknown=$(comm -23 "$work/diff-$dev" "$work/known-$dev" | tr '\n' ';')
+  # A suite that crashed under Debian's libraries (rdma-core 56.1's on rxe0
+  # and 6.12 ends with SIGSEGV in test_mlx5_cq) is compared on the tests it
+  # reached; the group's note names the crash.
+  cut=""
+  if grep -q 'exit 139' "$rd/results.txt" 2>/dev/null && grep -q "system/pyverbs-$dev .*exit 139" "$rd/results.txt"; then
+    cut="; Debian's run crashed (SIGSEGV) after $(grep -c . "$rd/$f") tests: compared on those"
+    join -o 0,1.2,2.2 "$rd/$f" "$ro/$f" 2>/dev/null | awk '$2 != $3' | sort > "$work/diff-$dev"
+  else
+    join -a1 -a2 -e none -o 0,1.2,2.2 "$rd/$f" "$ro/$f" 2>/dev/null |
+      awk '$2 != $3' | sort > "$work/diff-$dev"
+  fi
+  unknown=$(comm -23 "$work/diff-$dev" "$work/known-$dev" | head -10 | tr '\n' ';')
   gone=$(comm -13 "$work/diff-$dev" "$work/known-$dev" | awk '{ print $1 }' | tr '\n' ' ')
   known=$(comm -12 "$work/diff-$dev" "$work/known-$dev" | grep -c .)
   note=""
   [ "$known" -gt 0 ] && note="; $known known difference(s): vm-known-differences.txt"
   [ -n "$gone" ] && note="$note; listed but gone: $gone"
+  note="$note$cut"
   if [ "$n" -gt 0 ] && [ -z "$unknown" ]; then
     line PASS "pyverbs-$dev-same" "($n tests: $(awk '{ print $2 }' "$ro/$f" | sort | uniq -c | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }')$note)"
   else
-    line FAIL "pyverbs-$dev-same" "(test debian ours: ${unknown:-no outcomes}; $rd/$f $ro/$f)"
+    line FAIL "pyverbs-$dev-same" "(test debian ours, first 10: ${unknown:-no outcomes}; $work/diff-$dev$cut)"
   fi
 done
 for side in debian ours; do
