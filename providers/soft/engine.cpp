@@ -970,7 +970,7 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 // attaches on first use and keeps until it exits. A device whose segment
 // does not exist (nobody has it open) is unreachable.
 
-inline constexpr int kMaxDevices = 64; // soft0..soft63 (segment_attach's bound)
+inline constexpr int kMaxDevices = OPENVERBS_MAX_SOFT_DEVICES; // RDMAV_SOFT_DEVICES' bound
 
 struct Route {
 	std::atomic<Segment *> seg;
@@ -1523,11 +1523,17 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 {
 	qp_sq_lock(qp);
+	// All or nothing (ibv_wr_post(3)): a batch that does not fit behind
+	// the work already queued is refused before any of it is queued. In
+	// the error state every request completes with a flush error instead.
+	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_ERR &&
+	    n > qp->sq_depth - qp->sq_count) {
+		qp_sq_unlock(qp);
+		return ENOMEM;
+	}
 	uint32_t done = 0;
 	int rc = queue_wrs(qp, wrs, n, &done);
-	uint32_t before = qp->sq_count;
 	run_queue(qp, false);
-	(void)before;
 	// Anything left waits for a retry: account it for the progress thread.
 	bool waiting = false;
 	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
@@ -1637,10 +1643,7 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 				memcpy(w.inline_data + off, src, len);
 			off += wr->sg_list[i].length;
 		}
-		w.inline_len = off;
-		if (!off) {
-			// Zero-length inline: behaves like an empty gather list.
-		}
+		w.inline_len = off; // 0: behaves like an empty gather list
 		return 0;
 	}
 	w.num_sge = wr->num_sge;

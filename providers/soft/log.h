@@ -1,8 +1,9 @@
 // openverbs software RDMA device: diagnostics.
 //
-// Levels follow VERBS_LOG_LEVEL (1 error, 2 warning, 3 info, 4 debug). The
-// level is read once with secure_getenv(), so setuid programs print nothing;
-// messages go to stderr prefixed "libibverbs: soft: ". errno is preserved.
+// Levels follow VERBS_LOG_LEVEL (1 error, 2 warning, 3 info, 4 debug).
+// Messages go through the library's logger (__verbs_log of driver.h), so
+// VERBS_LOG_FILE applies (and setuid programs get nothing); each is one line
+// prefixed "libibverbs: soft: ". errno is preserved.
 #pragma once
 
 namespace ovsoft {

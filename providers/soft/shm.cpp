@@ -1,6 +1,7 @@
 // openverbs software RDMA device: shared segment, arena, rings, notifications.
 #include "shm.h"
 #include "log.h"
+#include <infiniband/openverbs.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -347,7 +348,7 @@ struct Attached {
 	int refs;
 };
 static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
-static Attached g_attached[64];
+static Attached g_attached[OPENVERBS_MAX_SOFT_DEVICES];
 
 static int user_dir(char *buf, size_t len)
 {
@@ -533,7 +534,7 @@ static int attach_new(int index, Segment *seg)
 
 bool segment_present(int index)
 {
-	if (index < 0 || index >= 64)
+	if (index < 0 || index >= OPENVERBS_MAX_SOFT_DEVICES)
 		return false;
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/openverbs-%u/soft%d", unsigned(geteuid()), index);
@@ -543,7 +544,7 @@ bool segment_present(int index)
 
 int segment_attach(int index, Segment **out)
 {
-	if (index < 0 || index >= 64)
+	if (index < 0 || index >= OPENVERBS_MAX_SOFT_DEVICES)
 		return EINVAL;
 	pthread_mutex_lock(&g_attach_lock);
 	Attached &a = g_attached[index];

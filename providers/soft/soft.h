@@ -48,13 +48,11 @@ struct SoftContext {
 	uint32_t async_ino; // inode of the pipe (peers check it)
 	pthread_mutex_t lock;
 	SoftQp *qps;        // this context's QPs (progress thread, watchdog)
-	std::atomic<int> pending; // QPs with send work waiting to be retried
 	pthread_t thread;
 	bool thread_started;
 	std::atomic<bool> stop;
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
-	int chan_fds[64];   // write ends of completion channel pipes we made
 	SoftPd *dead_pds;   // freed parent domains (under lock; freed at close)
 	SoftTd *dead_tds;   // freed thread domains (under lock; freed at close)
 	SoftContext *next_ctx; // global list (exit handler)
@@ -135,7 +133,6 @@ struct SoftCq {
 	CqLane lane;         // td_mode: send completions of the same TD's QPs
 	QueueBuf lane_buf;   // the lane's cells (parent domain's allocator or calloc)
 	CqEntry *entry;      // td_mode: this CQ's entry in the segment (lane_push)
-	int chan_wfd;        // our own write end of the channel (notifying ourselves)
 	std::atomic<int> users; // QPs / SRQs using it
 	bool ex;             // created with create_cq_ex
 	struct SoftPd *pd;   // parent domain given at creation (counted), or null

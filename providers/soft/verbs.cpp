@@ -24,20 +24,16 @@ namespace ovsoft {
 
 void softlog(int level, const char *fmt, ...)
 {
-	static int configured = -1;
-	if (configured < 0) {
-		const char *v = secure_getenv("VERBS_LOG_LEVEL");
-		configured = v ? atoi(v) : 0;
-	}
-	if (level > configured)
-		return;
 	int saved = errno;
+	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "libibverbs: soft: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	// The library's logger (driver.h __verbs_log, the backend of rdma-core's
+	// verbs_err/verbs_warn/... macros): VERBS_LOG_LEVEL and VERBS_LOG_FILE
+	// apply as to the library's own messages.
+	__verbs_log(nullptr, uint32_t(level), "libibverbs: soft: %s\n", msg);
 	errno = saved;
 }
 
@@ -338,22 +334,23 @@ static int hook_create_comp_channel(struct ibv_context *context, int *fd)
 {
 	if (!context || !fd)
 		return EINVAL;
-	SoftContext *ctx = to_sctx(context);
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return errno;
-	pthread_mutex_lock(&ctx->lock);
-	bool kept = false;
-	for (int &c : ctx->chan_fds)
-		if (c < 0) {
-			c = p[1]; // keeps a writer so a blocking read never sees EOF
-			kept = true;
-			break;
-		}
-	pthread_mutex_unlock(&ctx->lock);
-	if (!kept)
-		close(p[1]);
-	*fd = p[0];
+	// The pipe reopened read/write through /proc (pipe(7): a FIFO opened
+	// O_RDWR is its own writer), so a blocking read never sees end-of-file
+	// and no writer end has to be kept: no limit on the number of
+	// channels, nothing left behind when the channel is closed. Peers
+	// open it for writing by /proc/<pid>/fd/<fd> (notify_pipe).
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
+	int rw = open(path, O_RDWR | O_CLOEXEC);
+	int e = errno;
+	close(p[0]);
+	close(p[1]);
+	if (rw < 0)
+		return e;
+	*fd = rw;
 	return 0;
 }
 
@@ -983,7 +980,6 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	cq->capacity = cap;
 	cq->ring = ring;
 	cq->ring_off = off;
-	cq->chan_wfd = -1;
 	cq->ex = ex;
 	if (ppd) {
 		cq->pd = ppd;
@@ -2630,9 +2626,6 @@ static void soft_free_context(struct ibv_context *context)
 	ctx->seg = nullptr;
 	if (ctx->async_wr >= 0)
 		close(ctx->async_wr);
-	for (int fd : ctx->chan_fds)
-		if (fd >= 0)
-			close(fd);
 	while (SoftPd *pd = ctx->dead_pds) {
 		ctx->dead_pds = pd->next_dead;
 		free(pd);
@@ -2706,12 +2699,9 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	if (!ctx)
 		return nullptr;
 	// The allocation is zeroed; construct the C++ members in place.
-	new (&ctx->pending) std::atomic<int>(0);
 	new (&ctx->stop) std::atomic<bool>(false);
 	ctx->index = sdev->index;
 	ctx->async_wr = -1;
-	for (int &c : ctx->chan_fds)
-		c = -1;
 	pthread_mutex_init(&ctx->lock, nullptr);
 	pthread_mutex_init(&ctx->wake_lock, nullptr);
 	pthread_cond_init(&ctx->wake, nullptr);
@@ -2756,11 +2746,13 @@ static struct verbs_device *soft_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
 	if (strncmp(name, OPENVERBS_SOFT_NAME, strlen(OPENVERBS_SOFT_NAME)) == 0) {
 		char *end;
 		long v = strtol(name + strlen(OPENVERBS_SOFT_NAME), &end, 10);
-		if (*end == 0 && end != name + strlen(OPENVERBS_SOFT_NAME) && v >= 0 && v < 64)
+		if (*end == 0 && end != name + strlen(OPENVERBS_SOFT_NAME) && v >= 0 &&
+		    v < OPENVERBS_MAX_SOFT_DEVICES)
 			index = int(v);
 	}
 	if (index < 0) {
-		softlog(2, "%s is not a software device name (soft0..soft63)", name);
+		softlog(2, "%s is not a software device name (soft0..soft%d)", name,
+			OPENVERBS_MAX_SOFT_DEVICES - 1);
 		errno = EINVAL;
 		return nullptr;
 	}

@@ -53,3 +53,160 @@ inline std::string self_exe()
 }
 
 } // namespace ov_test
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+namespace ov_test {
+
+// Handle wrappers: each object destroys itself (deleters ignore nullptr).
+struct CtxDel { void operator()(ibv_context *c) const { ibv_close_device(c); } };
+struct PdDel { void operator()(ibv_pd *p) const { ibv_dealloc_pd(p); } };
+struct CqDel { void operator()(ibv_cq *c) const { ibv_destroy_cq(c); } };
+struct QpDel { void operator()(ibv_qp *q) const { ibv_destroy_qp(q); } };
+struct MrDel { void operator()(ibv_mr *m) const { ibv_dereg_mr(m); } };
+struct MwDel { void operator()(ibv_mw *m) const { ibv_dealloc_mw(m); } };
+using Ctx = std::unique_ptr<ibv_context, CtxDel>;
+using Pd = std::unique_ptr<ibv_pd, PdDel>;
+using Cq = std::unique_ptr<ibv_cq, CqDel>;
+using Qp = std::unique_ptr<ibv_qp, QpDel>;
+using Mr = std::unique_ptr<ibv_mr, MrDel>;
+using Mw = std::unique_ptr<ibv_mw, MwDel>;
+
+inline constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+				  IBV_ACCESS_MW_BIND;
+
+// Moves qp through INIT, RTR and RTS towards QP number dest on the device of
+// LID dlid (ibv_modify_qp(3): the attribute masks each transition needs).
+inline ::testing::AssertionResult bring_up(ibv_qp *qp, uint32_t dest, uint16_t dlid, int access,
+					   uint8_t rnr_retry = 7)
+{
+	ibv_qp_attr a = {};
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (qp->qp_type == IBV_QPT_UD) {
+		a.qkey = 0x11111111;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = access & ~IBV_ACCESS_MW_BIND; // not a QP right
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	if (int rc = ibv_modify_qp(qp, &a, mask))
+		return ::testing::AssertionFailure() << "INIT: " << strerror(rc);
+	a = {};
+	a.qp_state = IBV_QPS_RTR;
+	mask = IBV_QP_STATE;
+	if (qp->qp_type != IBV_QPT_UD) {
+		a.path_mtu = IBV_MTU_4096;
+		a.dest_qp_num = dest;
+		a.ah_attr.dlid = dlid;
+		a.ah_attr.port_num = 1;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (qp->qp_type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = 4;
+			a.min_rnr_timer = 1;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	if (int rc = ibv_modify_qp(qp, &a, mask))
+		return ::testing::AssertionFailure() << "RTR: " << strerror(rc);
+	a = {};
+	a.qp_state = IBV_QPS_RTS;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (qp->qp_type == IBV_QPT_RC) {
+		a.timeout = 10;
+		a.retry_cnt = 7;
+		a.rnr_retry = rnr_retry;
+		a.max_rd_atomic = 4;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	if (int rc = ibv_modify_qp(qp, &a, mask))
+		return ::testing::AssertionFailure() << "RTS: " << strerror(rc);
+	return ::testing::AssertionSuccess();
+}
+
+// A context of soft<index> with a PD and two connected QPs (a sends to b),
+// each with its own CQ. Everything is released by the destructor.
+struct Pair {
+	Ctx ctx;
+	Pd pd;
+	Cq cqa, cqb;
+	Qp a, b;
+	uint32_t max_send_wr = 32;
+
+	::testing::AssertionResult connect_pair(ibv_qp_type type, int access, int index = 0,
+						uint8_t rnr_retry = 7)
+	{
+		ctx.reset(open_soft(index));
+		if (!ctx)
+			return ::testing::AssertionFailure()
+			       << "open soft" << index << ": " << strerror(errno);
+		pd.reset(ibv_alloc_pd(ctx.get()));
+		cqa.reset(ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0));
+		cqb.reset(ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0));
+		if (!pd || !cqa || !cqb)
+			return ::testing::AssertionFailure() << "PD/CQ: " << strerror(errno);
+		auto make = [&](ibv_cq *cq) {
+			ibv_qp_init_attr ia = {};
+			ia.send_cq = ia.recv_cq = cq;
+			ia.qp_type = type;
+			ia.cap.max_send_wr = max_send_wr;
+			ia.cap.max_recv_wr = 32;
+			ia.cap.max_send_sge = ia.cap.max_recv_sge = 4;
+			ia.cap.max_inline_data = 64;
+			return ibv_create_qp(pd.get(), &ia);
+		};
+		a.reset(make(cqa.get()));
+		b.reset(make(cqb.get()));
+		if (!a || !b)
+			return ::testing::AssertionFailure() << "QP: " << strerror(errno);
+		uint16_t lid = uint16_t(index + 1);
+		auto ra = bring_up(a.get(), b->qp_num, lid, access, rnr_retry);
+		if (!ra)
+			return ra;
+		return bring_up(b.get(), a->qp_num, lid, access, rnr_retry);
+	}
+	~Pair()
+	{
+		a.reset();
+		b.reset();
+		cqa.reset();
+		cqb.reset();
+		pd.reset();
+		ctx.reset();
+	}
+};
+
+// Posts one work request of opcode op with one gather entry.
+inline int post_one(ibv_qp *qp, ibv_wr_opcode op, const void *buf, uint32_t len, uint32_t lkey,
+		    uint64_t raddr = 0, uint32_t rkey = 0, uint64_t wr_id = 1,
+		    unsigned flags = IBV_SEND_SIGNALED)
+{
+	ibv_sge s = {uintptr_t(buf), len, lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = flags;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+inline int post_recv_one(ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey, uint64_t wr_id = 7)
+{
+	ibv_sge s = {uintptr_t(buf), len, lkey};
+	ibv_recv_wr wr = {}, *bad;
+	wr.wr_id = wr_id;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+} // namespace ov_test

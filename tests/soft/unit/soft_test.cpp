@@ -1667,12 +1667,16 @@ TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 
 } // namespace
 
+int hardening_child(const char *mode); // hardening_test.cpp
+
 int main(int argc, char **argv)
 {
 	g_self = ov_test::self_exe();
 	setenv("RDMAV_SOFT_DEVICES", "8", 0);
 	if (argc == 3 && !strcmp(argv[1], "--soft-peer"))
 		return peer_main(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "--soft-child"))
+		return hardening_child(argv[2]);
 	::testing::InitGoogleTest(&argc, argv);
 	return RUN_ALL_TESTS();
 }
