@@ -11,6 +11,7 @@
 // not yet ready) stays queued in order and is retried by the context's
 // progress thread, by later posts and by polls.
 #include "soft.h"
+#include "keys.h"
 #include "log.h"
 
 #include <algorithm>
@@ -52,120 +53,24 @@ static inline int32_t my_pid() { return g_pid; }
 
 // ------------------------------------------------------------------ keys
 
-// Copies the live entry of `key` into out. False if the key is unknown.
-static bool key_lookup(Segment *seg, uint32_t key, MrEntry &out)
-{
-	uint32_t slot = (key >> 8) - 1;
-	if ((key >> 8) == 0 || slot >= kMaxMrs)
-		return false;
-	MrEntry &e = seg->hdr->mrs[slot];
-	uint32_t kind = e.kind.load(std::memory_order_acquire);
-	if (kind == KEY_FREE || e.key != key)
-		return false;
-	out.kind.store(kind, std::memory_order_relaxed);
-	out.key = e.key;
-	out.owner = e.owner;
-	out.owner_pid = e.owner_pid;
-	out.pd_id = e.pd_id;
-	out.access = e.access;
-	out.addr = e.addr;
-	out.iova = e.iova;
-	out.length = e.length;
-	out.mw_type = e.mw_type;
-	out.parent = e.parent;
-	out.bound_qpn = e.bound_qpn;
-	out.memfd = e.memfd;
-	out.memfd_ino = e.memfd_ino;
-	out.memfd_off = e.memfd_off;
-	out.share_lo = e.share_lo;
-	out.share_hi = e.share_hi;
-	std::atomic_thread_fence(std::memory_order_acquire);
-	return e.kind.load(std::memory_order_relaxed) == kind && e.key == key;
-}
-
-// Whether entry e still holds the registration of `key` numbered seq.
-static inline bool entry_holds(const MrEntry *e, uint32_t key, uint64_t seq)
-{
-	return e->kind.load(std::memory_order_acquire) == KEY_MR && e->key == key &&
-	       e->reg_seq.load(std::memory_order_relaxed) == seq;
-}
-
-// The entry of `key` in seg when it holds a live memory region with that
-// key, and its registration count in *seq; the caller reads the fields it
-// needs, then confirms with entry_holds. nullptr: no such region.
-static const MrEntry *live_mr_entry(Segment *seg, uint32_t key, uint64_t *seq)
-{
-	uint32_t slot = (key >> 8) - 1;
-	if ((key >> 8) == 0 || slot >= kMaxMrs)
-		return nullptr;
-	const MrEntry &e = seg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR || e.key != key)
-		return nullptr;
-	*seq = e.reg_seq.load(std::memory_order_relaxed);
-	return &e;
-}
-
 static inline uint64_t range_end(uint64_t start, uint64_t length)
 {
 	return length > ~0ull - start ? ~0ull : start + length;
 }
 
-// What the requester's own SGE check needs of a memory region, and the
-// registration it was read from (for fast_write's cache).
-struct LocalMr {
-	const MrEntry *entry;
-	uint64_t reg_seq;
-	uint32_t owner;
-	int32_t owner_pid;
-	uint32_t pd_id;
-	uint32_t access;
-	uint64_t addr;
-	uint64_t iova;
-	uint64_t length;
-};
-
-// Reads the fields of MR `key` that a local SGE check needs (no whole-entry
-// copy), then checks that the entry still holds the same registration.
-// False if the key is unknown or not an MR.
-static inline bool local_mr_lookup(Segment *seg, uint32_t key, LocalMr &out)
+// A memory region `key` of seg as a consistent snapshot (keys.h). False if
+// the key is unknown or not a memory region.
+static inline bool local_mr_lookup(Segment *seg, uint32_t key, KeySnap &out)
 {
-	const MrEntry *e = live_mr_entry(seg, key, &out.reg_seq);
-	if (!e)
-		return false;
-	out.entry = e;
-	out.owner = e->owner;
-	out.owner_pid = e->owner_pid;
-	out.pd_id = e->pd_id;
-	out.access = e->access;
-	out.addr = e->addr;
-	out.iova = e->iova;
-	out.length = e->length;
-	std::atomic_thread_fence(std::memory_order_acquire);
-	return entry_holds(e, key, out.reg_seq);
+	return key_read(seg, key, out) && out.kind == KEY_MR;
 }
 
 // Whether region m may be a gather or scatter entry of qp: registered by
 // this process on this device, in the QP's PD.
-static inline bool local_mr_usable(const SoftQp *qp, const LocalMr &m)
+static inline bool local_mr_usable(const SoftQp *qp, const KeySnap &m)
 {
 	return m.owner == qp->ctx->seg->my_proc && m.owner_pid == my_pid() &&
 	       (m.pd_id == qp->pd_id || !qp->pd_id);
-}
-
-static inline bool local_range_ok(const LocalMr &m, uint64_t addr, uint64_t len)
-{
-	if (addr < m.iova)
-		return false;
-	uint64_t off = addr - m.iova;
-	return off <= m.length && len <= m.length - off;
-}
-
-static bool range_ok(const MrEntry &m, uint64_t addr, uint64_t len)
-{
-	if (addr < m.iova)
-		return false;
-	uint64_t off = addr - m.iova;
-	return off <= m.length && len <= m.length - off;
 }
 
 // The bytes [addr, addr+len) of region m (of another process) mapped into
@@ -198,7 +103,7 @@ static uint8_t *peer_direct(SoftQp::PeerCache *pc, int32_t pid, int32_t memfd, u
 	return base + off;
 }
 
-static uint8_t *direct_ptr(const MrEntry &m, uint64_t addr, uint64_t len)
+static uint8_t *direct_ptr(const KeySnap &m, uint64_t addr, uint64_t len)
 {
 	if (m.owner_pid == my_pid())
 		return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
@@ -228,10 +133,10 @@ resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
 		const struct ibv_sge &s = w.sge[i];
 		if (!s.length)
 			continue;
-		LocalMr m;
+		KeySnap m;
 		if (!local_mr_lookup(seg, s.lkey, m) || !local_mr_usable(qp, m))
 			return IBV_WC_LOC_PROT_ERR;
-		if (!local_range_ok(m, s.addr, s.length))
+		if (!key_range_ok(m, s.addr, s.length))
 			return IBV_WC_LOC_PROT_ERR;
 		if (need_write && !(m.access & IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
@@ -684,10 +589,10 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 		const struct ibv_sge &s = wqe->sge[i];
 		if (!s.length)
 			continue;
-		MrEntry mr;
-		if (!key_lookup(seg, s.lkey, mr) || mr.kind.load() != KEY_MR ||
+		KeySnap mr;
+		if (!key_read(seg, s.lkey, mr) || mr.kind != KEY_MR ||
 		    mr.owner != rowner || mr.owner_pid != rpid ||
-		    (rpd && mr.pd_id != rpd) || !range_ok(mr, s.addr, s.length) ||
+		    (rpd && mr.pd_id != rpd) || !key_range_ok(mr, s.addr, s.length) ||
 		    !(mr.access & IBV_ACCESS_LOCAL_WRITE)) {
 			st = IBV_WC_LOC_PROT_ERR;
 			break;
@@ -769,14 +674,14 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 	return DV_OK;
 }
 
-// check_rkey for every kind of key (memory windows too), on a copy of the
-// key's entry.
+// check_rkey for every kind of key (memory windows too), on a snapshot of
+// the key's entry (keys.h).
 static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn,
 						     uint32_t rkey, uint64_t addr, uint64_t len,
 						     uint32_t need, uint64_t *va, uint8_t **direct)
 {
-	MrEntry m;
-	if (!key_lookup(seg, rkey, m))
+	KeySnap m;
+	if (!key_read(seg, rkey, m))
 		return false;
 	if (m.owner_pid != d.owner_pid)
 		return false;
@@ -784,18 +689,18 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 		return false;
 	if (!(m.access & need) || !(d.access & need))
 		return false;
-	if (m.kind.load() == KEY_MW) {
+	if (m.kind == KEY_MW) {
 		if (!m.parent)
 			return false; // unbound window
 		if (m.mw_type == IBV_MW_TYPE_2 && m.bound_qpn && m.bound_qpn != dqpn)
 			return false;
-		MrEntry p;
+		// The region it was bound to, unchanged since the bind (a dereg,
+		// rereg or reuse of the slot changes its seq).
 		uint32_t ps = m.parent - 1;
-		if (ps >= kMaxMrs || seg->hdr->mrs[ps].kind.load() != KEY_MR ||
-		    !key_lookup(seg, seg->hdr->mrs[ps].key, p))
+		if (ps >= kMaxMrs || !key_unchanged(&seg->hdr->mrs[ps], m.parent_seq))
 			return false;
 	}
-	if (!range_ok(m, addr, len))
+	if (!key_range_ok(m, addr, len))
 		return false;
 	*va = m.addr + (addr - m.iova);
 	*direct = direct_ptr(m, addr, len);
@@ -805,37 +710,39 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 // Checks an rkey on the responder QP d for [addr, addr+len) and `need`
 // (IBV_ACCESS_REMOTE_*); returns the responder's virtual address, and in
 // *direct our mapping of it (nullptr: none). A memory region's key is
-// checked on the few fields it needs, read in place and re-checked against
-// the entry's kind and key afterwards (as key_lookup does); windows take
-// check_rkey_full.
+// checked on the few fields it needs, read in place under the entry's
+// sequence lock (keys.h: the same protocol as key_snapshot, fewer loads);
+// windows, and entries being written, take check_rkey_full.
 static inline __attribute__((always_inline)) bool
 check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr, uint64_t len,
 	   uint32_t need, uint64_t *va, uint8_t **direct, SoftQp::PeerCache *pc)
 {
-	uint32_t slot = (rkey >> 8) - 1;
-	if ((rkey >> 8) == 0 || slot >= kMaxMrs)
+	MrEntry *ep = key_entry(seg, rkey);
+	if (!ep)
 		return false;
-	MrEntry &e = seg->hdr->mrs[slot];
-	if (e.kind.load(std::memory_order_acquire) != KEY_MR)
+	MrEntry &e = *ep;
+	uint64_t seq = e.seq.load(std::memory_order_acquire);
+	if ((seq & 1) || e.kind.load(std::memory_order_relaxed) != KEY_MR)
 		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
-	if (e.key != rkey)
-		return false;
-	int32_t pid = e.owner_pid;
-	uint32_t pd_id = e.pd_id, access = e.access;
-	uint64_t base = e.addr, iova = e.iova, length = e.length;
+	uint32_t key = kld(e.key);
+	int32_t pid = kld(e.owner_pid);
+	uint32_t pd_id = kld(e.pd_id), access = kld(e.access);
+	uint64_t base = kld(e.addr), iova = kld(e.iova), length = kld(e.length);
 	bool mine = pid == my_pid();
 	int32_t memfd = -1;
 	uint32_t ino = 0;
 	uint64_t memfd_off = 0, share_lo = 0, share_hi = 0;
 	if (!mine) {
-		memfd = e.memfd;
-		ino = e.memfd_ino;
-		memfd_off = e.memfd_off;
-		share_lo = e.share_lo;
-		share_hi = e.share_hi;
+		memfd = kld(e.memfd);
+		ino = kld(e.memfd_ino);
+		memfd_off = kld(e.memfd_off);
+		share_lo = kld(e.share_lo);
+		share_hi = kld(e.share_hi);
 	}
 	std::atomic_thread_fence(std::memory_order_acquire);
-	if (e.kind.load(std::memory_order_relaxed) != KEY_MR || e.key != rkey)
+	if (e.seq.load(std::memory_order_relaxed) != seq)
+		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
+	if (key != rkey)
 		return false;
 	if (pid != d.owner_pid)
 		return false;
@@ -907,55 +814,69 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 {
 	Segment *seg = qp->ctx->seg;
 	if (w.opcode == IBV_WR_LOCAL_INV) {
-		MrEntry m;
-		if (!key_lookup(seg, w.imm, m) || m.kind.load() != KEY_MW || m.owner != seg->my_proc ||
-		    m.mw_type != IBV_MW_TYPE_2) {
-			complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
-			return EX_FAILED;
+		// Unbind the type 2 window w.imm names, if the entry still holds
+		// the window that was checked (keys.h, key_write_lock_if).
+		MrEntry *e = key_entry(seg, w.imm);
+		bool ok = false;
+		for (int i = 0; e && i < 8 && !ok; i++) {
+			KeySnap m;
+			if (!key_read(seg, w.imm, m) || m.kind != KEY_MW || m.owner != seg->my_proc ||
+			    m.mw_type != IBV_MW_TYPE_2)
+				break;
+			if (key_write_lock_if(*e, m.seq)) {
+				kst(e->parent, 0u);
+				key_write_unlock(*e, m.seq);
+				ok = true;
+			}
 		}
-		seg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
-		complete_send(qp, w, IBV_WC_SUCCESS, 0);
-		return EX_DONE;
+		complete_send(qp, w, ok ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR, 0);
+		return ok ? EX_DONE : EX_FAILED;
 	}
 	// IBV_WR_BIND_MW
 	auto *mw = reinterpret_cast<SoftMw *>(w.mw);
 	const struct ibv_mw_bind_info &b = w.bind;
-	MrEntry mr;
+	if (mw->slot >= kMaxMrs) {
+		complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
+		return EX_FAILED;
+	}
 	MrEntry &me = seg->hdr->mrs[mw->slot];
-	bool ok = mw->slot < kMaxMrs && me.kind.load() == KEY_MW &&
-		  (w.bind_rkey >> 8) == (me.key >> 8);
+	KeySnap cur, mr = {};
+	bool ok = key_snapshot(me, cur) && cur.kind == KEY_MW &&
+		  (w.bind_rkey >> 8) == (cur.key >> 8);
 	if (ok && b.length) {
-		ok = b.mr && key_lookup(seg, b.mr->lkey, mr) && mr.kind.load() == KEY_MR &&
+		ok = b.mr && key_read(seg, b.mr->lkey, mr) && mr.kind == KEY_MR &&
 		     mr.owner == seg->my_proc && (mr.access & IBV_ACCESS_MW_BIND) &&
-		     range_ok(mr, b.addr, b.length) && mr.pd_id == me.pd_id;
+		     key_range_ok(mr, b.addr, b.length) && mr.pd_id == cur.pd_id;
 		// Remote write/atomic through a window needs local write on the MR.
 		if (ok && (b.mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		    !(mr.access & IBV_ACCESS_LOCAL_WRITE))
 			ok = false;
 	}
-	if (!ok) {
+	// The window as checked, or nothing (it changed meanwhile).
+	if (!ok || !key_write_lock_if(me, cur.seq)) {
 		complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
 		return EX_FAILED;
 	}
-	me.kind.store(KEY_FREE, std::memory_order_release);
-	me.key = w.bind_rkey;
+	kst(me.key, w.bind_rkey);
 	if (b.length) {
-		me.parent = (b.mr->lkey >> 8);
-		me.addr = mr.addr + (b.addr - mr.iova);
-		me.iova = b.addr;
-		me.length = b.length;
-		me.access = b.mw_access_flags;
-		me.memfd = mr.memfd;
-		me.memfd_ino = mr.memfd_ino;
-		me.memfd_off = mr.memfd_off;
-		me.share_lo = mr.share_lo;
-		me.share_hi = mr.share_hi;
+		kst(me.parent, b.mr->lkey >> 8);
+		kst(me.parent_seq, mr.seq);
+		kst(me.addr, mr.addr + (b.addr - mr.iova));
+		kst(me.iova, b.addr);
+		kst(me.length, b.length);
+		kst(me.access, b.mw_access_flags);
+		kst(me.memfd, mr.memfd);
+		kst(me.memfd_ino, mr.memfd_ino);
+		kst(me.memfd_off, mr.memfd_off);
+		kst(me.share_lo, mr.share_lo);
+		kst(me.share_hi, mr.share_hi);
 	} else {
-		me.parent = 0;
-		me.length = 0;
+		kst(me.parent, 0u);
+		kst(me.length, 0u);
 	}
-	me.bound_qpn = me.mw_type == IBV_MW_TYPE_2 ? qp->qpn : 0; // reachable through this QP only
-	me.kind.store(KEY_MW, std::memory_order_release);
+	// Type 2 windows are reachable through the QP that bound them only.
+	kst(me.bound_qpn, cur.mw_type == IBV_MW_TYPE_2 ? qp->qpn : 0u);
+	key_write_unlock(me, cur.seq);
 	mw->mw.rkey = w.bind_rkey;
 	complete_send(qp, w, IBV_WC_SUCCESS, 0);
 	return EX_DONE;
@@ -1179,6 +1100,18 @@ static inline bool responder_alive(SoftQp *qp, Segment *rseg, QpEntry &d)
 	return responder_alive_slow(qp, rseg, d);
 }
 
+// SEND_WITH_INV's invalidation of the window checked as `inv`: only if its
+// entry still holds exactly that (keys.h): a window deallocated, reused or
+// rebound since is someone else's now and stays as it is.
+static void invalidate_window(const KeySnap &inv)
+{
+	auto *e = const_cast<MrEntry *>(inv.entry);
+	if (key_write_lock_if(*e, inv.seq)) {
+		kst(e->parent, 0u);
+		key_write_unlock(*e, inv.seq);
+	}
+}
+
 static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 {
 	if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV)
@@ -1269,11 +1202,11 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		m.opcode = IBV_WC_RECV;
 		if (w.opcode == IBV_WR_SEND_WITH_IMM)
 			m.wc_flags = IBV_WC_WITH_IMM;
+		KeySnap inv = {};
 		if (w.opcode == IBV_WR_SEND_WITH_INV) {
 			// Invalidate a type 2 window of the responder, then report it.
-			MrEntry mw;
-			if (!key_lookup(rseg, w.imm, mw) || mw.kind.load() != KEY_MW ||
-			    mw.owner_pid != d.owner_pid || mw.mw_type != IBV_MW_TYPE_2)
+			if (!key_read(rseg, w.imm, inv) || inv.kind != KEY_MW ||
+			    inv.owner_pid != d.owner_pid || inv.mw_type != IBV_MW_TYPE_2)
 				return fail(IBV_WC_REM_OP_ERR);
 			m.wc_flags = IBV_WC_WITH_INV;
 			m.imm = w.imm; // invalidated rkey, reported in imm_data
@@ -1282,7 +1215,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		switch (r) {
 		case DV_OK:
 			if (w.opcode == IBV_WR_SEND_WITH_INV)
-				rseg->hdr->mrs[(w.imm >> 8) - 1].parent = 0;
+				invalidate_window(inv);
 			complete_send(qp, w, IBV_WC_SUCCESS, 0);
 			return EX_DONE;
 		case DV_NO_WQE:
@@ -1658,8 +1591,9 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 // RTS with nothing queued: the small one-sided message of latency-bound
 // programs (perftest's ib_write_lat, put-style protocols). fast_write makes
 // exec_wr's checks, but keeps what it established about the two memory
-// regions per QP (wcache, lcache) and re-validates it with three loads
-// (kind, key, reg_seq), so the bytes move after a few dozen instructions.
+// regions per QP (wcache, lcache) and re-validates it with one load (the
+// entry's sequence, keys.h: unchanged means the very contents that were
+// checked), so the bytes move after a few dozen instructions.
 // Whenever a check fails or anything is unusual it declines, and the
 // general path runs the request and reports whatever is wrong.
 
@@ -1668,40 +1602,31 @@ static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 // key, a window, no remote write, a peer region without a shareable memfd).
 static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uint32_t rkey)
 {
-	uint64_t seq;
-	const MrEntry *ep = live_mr_entry(rseg, rkey, &seq);
-	if (!ep)
-		return false;
-	const MrEntry &e = *ep;
-	int32_t pid = e.owner_pid, memfd = e.memfd;
-	uint32_t pd_id = e.pd_id, access = e.access, ino = e.memfd_ino;
-	uint64_t base = e.addr, iova = e.iova, length = e.length;
-	uint64_t memfd_off = e.memfd_off, share_lo = e.share_lo, share_hi = e.share_hi;
-	std::atomic_thread_fence(std::memory_order_acquire);
-	if (!entry_holds(&e, rkey, seq) || !(access & IBV_ACCESS_REMOTE_WRITE))
+	KeySnap e;
+	if (!key_read(rseg, rkey, e) || e.kind != KEY_MR || !(e.access & IBV_ACCESS_REMOTE_WRITE))
 		return false;
 	// Read before mapping: a mapping replaced meanwhile makes it stale.
 	uint64_t gen = g_peer_map_generation.load(std::memory_order_acquire);
-	uint64_t lo = iova, hi = range_end(iova, length), delta;
-	if (pid == my_pid()) {
-		delta = base - iova;
+	uint64_t lo = e.iova, hi = range_end(e.iova, e.length), delta;
+	if (e.owner_pid == my_pid()) {
+		delta = e.addr - e.iova;
 	} else {
-		if (memfd < 0)
+		if (e.memfd < 0)
 			return false;
 		uint64_t size = 0;
-		uint8_t *map = peer_map(pid, memfd, uint32_t(ino), &size);
-		if (!map || memfd_off > size)
+		uint8_t *map = peer_map(e.owner_pid, e.memfd, e.memfd_ino, &size);
+		if (!map || e.memfd_off > size)
 			return false;
 		// [share_lo, share_hi) starts at file offset memfd_off; the
 		// mapping has size bytes.
-		lo = std::max(lo, share_lo);
-		hi = std::min({hi, share_hi, range_end(share_lo, size - memfd_off)});
+		lo = std::max(lo, e.share_lo);
+		hi = std::min({hi, e.share_hi, range_end(e.share_lo, size - e.memfd_off)});
 		if (lo >= hi)
 			return false;
-		delta = uintptr_t(map) + memfd_off - share_lo;
+		delta = uintptr_t(map) + e.memfd_off - e.share_lo;
 	}
-	qp->wcache = SoftQp::RemoteWriteCache{&e, rseg, seq, gen, lo, hi, delta, rkey, pid, pd_id,
-					      my_pid()};
+	qp->wcache = SoftQp::RemoteWriteCache{e.entry, rseg,  e.seq,	    gen,	 lo, hi,
+					      delta,   rkey,  e.owner_pid, e.pd_id, my_pid()};
 	return true;
 }
 
@@ -1709,10 +1634,10 @@ static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uin
 // result in qp->lcache. False: unknown key, not mine, another PD.
 static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
 {
-	LocalMr m;
+	KeySnap m;
 	if (!local_mr_lookup(qp->ctx->seg, lkey, m) || !local_mr_usable(qp, m))
 		return false;
-	qp->lcache = SoftQp::LocalSrcCache{m.entry, m.reg_seq, m.iova, range_end(m.iova, m.length),
+	qp->lcache = SoftQp::LocalSrcCache{m.entry, m.seq, m.iova, range_end(m.iova, m.length),
 					   m.addr - m.iova, lkey, my_pid()};
 	return true;
 }
@@ -1734,7 +1659,7 @@ static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, ui
 	} else {
 		SoftQp::LocalSrcCache &lc = qp->lcache;
 		if (!(lc.entry && lc.lkey == sg.lkey && lc.my_pid == me &&
-		      entry_holds(lc.entry, sg.lkey, lc.reg_seq)) &&
+		      key_unchanged(lc.entry, lc.seq)) &&
 		    !lcache_fill(qp, sg.lkey))
 			return -1;
 		if (sg.addr - lc.lo > lc.hi - lc.lo || len > lc.hi - sg.addr)
@@ -1767,7 +1692,7 @@ static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, ui
 	SoftQp::RemoteWriteCache &wc = qp->wcache;
 	if (!(wc.entry && wc.rkey == rkey && wc.seg == rseg && wc.my_pid == me &&
 	      wc.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
-	      entry_holds(wc.entry, rkey, wc.reg_seq)) &&
+	      key_unchanged(wc.entry, wc.seq)) &&
 	    !wcache_fill(qp, rseg, rkey))
 		return -1;
 	if (wc.owner_pid != d.owner_pid || (d.pd_id && wc.pd_id != d.pd_id) ||

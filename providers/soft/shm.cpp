@@ -1,5 +1,6 @@
 // openverbs software RDMA device: shared segment, arena, rings, notifications.
 #include "shm.h"
+#include "keys.h"
 #include "log.h"
 #include <infiniband/openverbs.h>
 
@@ -677,8 +678,11 @@ static void free_owned(Segment *seg, uint32_t p)
 			s.slot.store(SLOT_FREE);
 		}
 	for (auto &m : h->mrs)
-		if (m.kind.load() != KEY_FREE && m.owner == p)
-			m.kind.store(KEY_FREE);
+		if (m.kind.load() != KEY_FREE && kld(m.owner) == p) {
+			uint64_t ws = key_write_lock(m);
+			m.kind.store(KEY_FREE, std::memory_order_relaxed);
+			key_write_unlock(m, ws);
+		}
 	for (auto &r : h->xrcd_refs) {
 		if (r.in_use && r.proc == p) {
 			if (r.xrcd < kMaxXrcds) {

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 9;
+inline constexpr uint32_t kLayoutVersion = 10;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -145,6 +145,8 @@ struct SrqEntry {
 
 enum MrKind : uint32_t { KEY_FREE = 0, KEY_MR = 1, KEY_MW = 2 };
 
+// One memory key. Read and written only through keys.h (a sequence lock:
+// `seq`), never field by field.
 struct MrEntry {
 	std::atomic<uint32_t> kind; // MrKind
 	uint32_t key;       // lkey == rkey; low byte is the key generation
@@ -158,6 +160,8 @@ struct MrEntry {
 	uint32_t mw_type;   // KEY_MW: 1 or 2
 	uint32_t parent;    // KEY_MW: MR slot + 1 it is bound to (0 = unbound)
 	uint32_t bound_qpn; // type 2 windows: QP they were bound through
+	uint64_t parent_seq; // KEY_MW: the parent's seq when bound (any change of
+			     // the region - dereg, rereg, reuse - unbinds)
 	// When the owner backs the region with a shareable memfd (the pages are
 	// remapped in place at registration), peers map it and copy with plain
 	// loads and stores: owner's fd number, its inode, and the offset of
@@ -170,11 +174,10 @@ struct MrEntry {
 	uint64_t share_lo;
 	uint64_t share_hi;
 	uint64_t memfd_off;
-	// Counts the registrations made in this entry (reg_mr, rereg_mr; one
-	// more before each store of KEY_MR): a requester that cached what it
-	// checked of a region (engine.cpp, fast_write) knows from kind, key and
-	// this count that the entry still holds that registration.
-	std::atomic<uint64_t> reg_seq;
+	// The sequence lock of keys.h: odd while a writer changes the entry,
+	// grows by 2 with every change. Never reset, so an unchanged value
+	// means the very same contents (the fast write path's cached checks).
+	std::atomic<uint64_t> seq;
 };
 
 struct XrcdEntry {

@@ -259,12 +259,13 @@ struct SoftQp {
 	} peer;
 	// fast_write's checks (engine.cpp; under the send-queue guard), kept
 	// for the last memory region it wrote to and the last it read from.
-	// A cached check holds while the region's entry has the same kind, key
-	// and MrEntry::reg_seq; entry nullptr: nothing cached.
+	// A cached check holds while the region's entry keeps the sequence
+	// value it was read at (MrEntry::seq, keys.h); entry nullptr: nothing
+	// cached.
 	struct RemoteWriteCache {
 		const MrEntry *entry; // in seg, the responder's device segment
 		Segment *seg;
-		uint64_t reg_seq;
+		uint64_t seq;
 		uint64_t map_gen;     // g_peer_map_generation when mapped (peer regions)
 		uint64_t lo, hi;      // addresses (iova) reachable through delta
 		uint64_t delta;       // our pointer to iova x is x + delta
@@ -275,7 +276,7 @@ struct SoftQp {
 	} wcache;
 	struct LocalSrcCache {
 		const MrEntry *entry; // in ctx->seg
-		uint64_t reg_seq;
+		uint64_t seq;
 		uint64_t lo, hi;
 		uint64_t delta;
 		uint32_t lkey;

@@ -4,6 +4,7 @@
 // ibv_modify_qp(3), ibv_create_qp_ex(3), ibv_open_xrcd(3), ...) and the
 // InfiniBand QP state machine; the data path is in engine.cpp.
 #include "soft.h"
+#include "keys.h"
 #include "log.h"
 #include <infiniband/openverbs.h>
 
@@ -683,14 +684,15 @@ __attribute__((constructor)) static void share_init()
 	pthread_atfork(nullptr, nullptr, share_atfork_child);
 }
 
+// Inside a write section of e (keys.h).
 static void fill_share(MrEntry &e, int share, void *addr, uint64_t iova, uintptr_t lo,
 		       uintptr_t hi, uint64_t file_off)
 {
-	e.memfd = share >= 0 ? g_shared[share].fd : -1;
-	e.memfd_ino = share >= 0 ? g_shared[share].ino : 0;
-	e.share_lo = share >= 0 ? iova + (lo - uintptr_t(addr)) : 0;
-	e.share_hi = share >= 0 ? iova + (hi - uintptr_t(addr)) : 0;
-	e.memfd_off = file_off;
+	kst(e.memfd, share >= 0 ? g_shared[share].fd : -1);
+	kst(e.memfd_ino, share >= 0 ? g_shared[share].ino : 0u);
+	kst(e.share_lo, share >= 0 ? iova + (lo - uintptr_t(addr)) : 0u);
+	kst(e.share_hi, share >= 0 ? iova + (hi - uintptr_t(addr)) : 0u);
+	kst(e.memfd_off, file_off);
 }
 
 static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
@@ -725,20 +727,24 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 		return nullptr;
 	}
 	MrEntry &e = seg->hdr->mrs[slot];
-	e.key = make_key(seg, slot);
-	e.owner = seg->my_proc;
-	e.owner_pid = self_pid();
-	e.pd_id = to_spd(ibpd)->id;
-	e.access = access;
-	e.addr = uintptr_t(addr);
-	e.iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
-	e.length = length;
-	e.mw_type = 0;
-	e.parent = 0;
-	e.bound_qpn = 0;
-	fill_share(e, mr->share, addr, e.iova, lo, hi, file_off);
-	e.reg_seq.store(e.reg_seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-	e.kind.store(KEY_MR, std::memory_order_release);
+	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
+	uint32_t key = make_key(seg, slot);
+	uint64_t ws = key_write_lock(e);
+	kst(e.key, key);
+	kst(e.owner, seg->my_proc);
+	kst(e.owner_pid, self_pid());
+	kst(e.pd_id, to_spd(ibpd)->id);
+	kst(e.access, uint32_t(access));
+	kst(e.addr, uintptr_t(addr));
+	kst(e.iova, iova);
+	kst(e.length, length);
+	kst(e.mw_type, 0u);
+	kst(e.parent, 0u);
+	kst(e.parent_seq, 0u);
+	kst(e.bound_qpn, 0u);
+	fill_share(e, mr->share, addr, iova, lo, hi, file_off);
+	e.kind.store(KEY_MR, std::memory_order_relaxed);
+	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	mr->slot = slot;
 	mr->vmr.mr_type = IBV_MR_TYPE_MR;
@@ -750,7 +756,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	m.addr = addr;
 	m.length = length;
 	m.handle = slot;
-	m.lkey = m.rkey = e.key;
+	m.lkey = m.rkey = key;
 	return &m;
 }
 
@@ -761,12 +767,12 @@ static int soft_dereg_mr(struct verbs_mr *vmr)
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mr->slot];
-	if (e.kind.load() == KEY_MR && e.key == vmr->ibv_mr.lkey)
-		e.kind.store(KEY_FREE, std::memory_order_release);
-	// Windows bound to this region become unusable.
-	for (auto &w : seg->hdr->mrs)
-		if (w.kind.load() == KEY_MW && w.parent == mr->slot + 1)
-			w.parent = 0;
+	// Windows bound to this region become unusable: their parent_seq no
+	// longer matches (keys.h).
+	uint64_t ws = key_write_lock(e);
+	if (e.kind.load(std::memory_order_relaxed) == KEY_MR && kld(e.key) == vmr->ibv_mr.lkey)
+		e.kind.store(KEY_FREE, std::memory_order_relaxed);
+	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	unshare_region(mr->share);
 	if (vmr->ibv_mr.pd)
@@ -791,35 +797,41 @@ static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, voi
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
 	Segment *seg = to_sctx(vmr->ibv_mr.context)->seg;
+	// The new backing first (slow: it may convert pages), outside the
+	// entry's write section; the old one goes once the entry no longer
+	// names it.
+	int old_share = mr->share;
+	uintptr_t lo = 0, hi = 0;
+	uint64_t file_off = 0;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		mr->share = share_region(addr, length, &lo, &hi, &file_off);
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mr->slot];
-	e.kind.store(KEY_FREE, std::memory_order_release);
+	// Readers see the old registration or the new one, whole (keys.h).
+	uint64_t ws = key_write_lock(e);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		unshare_region(mr->share);
-		uintptr_t lo = 0, hi = 0;
-		uint64_t file_off = 0;
-		mr->share = share_region(addr, length, &lo, &hi, &file_off);
 		fill_share(e, mr->share, addr, uintptr_t(addr), lo, hi, file_off);
-		e.addr = uintptr_t(addr);
-		e.iova = uintptr_t(addr);
-		e.length = length;
+		kst(e.addr, uintptr_t(addr));
+		kst(e.iova, uintptr_t(addr));
+		kst(e.length, length);
 		vmr->ibv_mr.addr = addr;
 		vmr->ibv_mr.length = length;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
-		e.pd_id = to_spd(pd)->id;
+		kst(e.pd_id, to_spd(pd)->id);
 		to_spd(pd)->users.fetch_add(1);
 		if (vmr->ibv_mr.pd)
 			to_spd(vmr->ibv_mr.pd)->users.fetch_sub(1);
 		vmr->ibv_mr.pd = pd;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-		e.access = access;
+		kst(e.access, uint32_t(access));
 		vmr->access = access;
 	}
-	e.reg_seq.store(e.reg_seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-	e.kind.store(KEY_MR, std::memory_order_release);
+	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		unshare_region(old_share);
 	return 0;
 }
 
@@ -844,22 +856,28 @@ static struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 		return nullptr;
 	}
 	MrEntry &e = seg->hdr->mrs[slot];
-	e.key = make_key(seg, slot);
-	e.owner = seg->my_proc;
-	e.owner_pid = self_pid();
-	e.pd_id = to_spd(ibpd)->id;
-	e.access = 0;
-	e.addr = e.iova = e.length = 0;
-	e.mw_type = type;
-	e.parent = 0;
-	e.bound_qpn = 0;
+	uint32_t key = make_key(seg, slot);
+	uint64_t ws = key_write_lock(e);
+	kst(e.key, key);
+	kst(e.owner, seg->my_proc);
+	kst(e.owner_pid, self_pid());
+	kst(e.pd_id, to_spd(ibpd)->id);
+	kst(e.access, 0u);
+	kst(e.addr, 0u);
+	kst(e.iova, 0u);
+	kst(e.length, 0u);
+	kst(e.mw_type, uint32_t(type));
+	kst(e.parent, 0u);
+	kst(e.parent_seq, 0u);
+	kst(e.bound_qpn, 0u);
 	fill_share(e, -1, nullptr, 0, 0, 0, 0);
-	e.kind.store(KEY_MW, std::memory_order_release);
+	e.kind.store(KEY_MW, std::memory_order_relaxed);
+	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	mw->slot = slot;
 	mw->mw.context = ibpd->context;
 	mw->mw.pd = ibpd;
-	mw->mw.rkey = e.key;
+	mw->mw.rkey = key;
 	mw->mw.handle = slot;
 	mw->mw.type = type;
 	return &mw->mw;
@@ -871,8 +889,10 @@ static int soft_dealloc_mw(struct ibv_mw *ibmw)
 	Segment *seg = to_sctx(ibmw->context)->seg;
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mw->slot];
-	if (e.kind.load() == KEY_MW && e.owner == seg->my_proc)
-		e.kind.store(KEY_FREE, std::memory_order_release);
+	uint64_t ws = key_write_lock(e);
+	if (e.kind.load(std::memory_order_relaxed) == KEY_MW && kld(e.owner) == seg->my_proc)
+		e.kind.store(KEY_FREE, std::memory_order_relaxed);
+	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	free(mw);
 	return 0;
