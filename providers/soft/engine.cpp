@@ -348,6 +348,7 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited)
 {
+	MapUse use; // the CQ ring may be a peer's mapping
 	return cq_push_fill(seg, cq_slot, solicited, wc.status,
 			    [&](struct ibv_wc &out) { out = wc; });
 }
@@ -464,6 +465,7 @@ static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status
 
 void flush_rq(SoftQp *qp)
 {
+	MapUse use;
 	if (!qp->rq || !qp->rcq)
 		return;
 	uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <ctime>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace ovsoft {
@@ -854,44 +856,119 @@ static PeerMap g_maps[256];
 std::atomic<uint64_t> g_peer_map_generation{0};
 static uint64_t g_map_clock;
 
-// Mappings pushed out of g_maps stay mapped for a grace period before
-// munmap: another thread may still be copying through, or pushing a
-// completion into a ring of, the mapping it looked up a moment ago.
+// ---- Map-use sections and retired mappings (see shm.h).
+
+std::atomic<uint64_t> g_map_epoch{1};
+thread_local MapTls t_map __attribute__((tls_model("initial-exec")));
+static std::atomic<MapReader *> g_readers{nullptr};
+static pthread_key_t g_reader_key;
+static pthread_once_t g_reader_once = PTHREAD_ONCE_INIT;
+
+// A thread's record goes back to the pool when the thread exits.
+static void reader_release(void *p)
+{
+	auto *r = static_cast<MapReader *>(p);
+	r->epoch.store(0, std::memory_order_release);
+	r->used.store(0, std::memory_order_release);
+}
+
+// In a child after fork(): only the forking thread exists there.
+static void readers_atfork_child()
+{
+	for (MapReader *r = g_readers.load(); r; r = r->next)
+		if (r != t_map.rec) {
+			r->epoch.store(0, std::memory_order_relaxed);
+			r->used.store(0, std::memory_order_relaxed);
+		}
+}
+
+static void reader_key_init()
+{
+	pthread_key_create(&g_reader_key, reader_release);
+	pthread_atfork(nullptr, nullptr, readers_atfork_child);
+}
+
+MapReader *map_reader_register()
+{
+	pthread_once(&g_reader_once, reader_key_init);
+	MapReader *r = nullptr;
+	for (MapReader *x = g_readers.load(std::memory_order_acquire); x && !r; x = x->next) {
+		uint32_t free_rec = 0;
+		if (x->used.compare_exchange_strong(free_rec, 1))
+			r = x;
+	}
+	if (!r) {
+		// Records are never freed (threads come and go; the pool is
+		// bounded by the largest number of threads alive at once).
+		r = new MapReader{};
+		r->used.store(1, std::memory_order_relaxed);
+		MapReader *head = g_readers.load(std::memory_order_relaxed);
+		do
+			r->next = head;
+		while (!g_readers.compare_exchange_weak(head, r, std::memory_order_release,
+							std::memory_order_relaxed));
+	}
+	t_map.rec = r;
+	pthread_setspecific(g_reader_key, r);
+	return r;
+}
+
 struct RetiredMap {
 	uint8_t *base;
 	uint64_t size;
-	uint64_t when_ns;
+	uint64_t epoch; // g_map_epoch when retired
+	RetiredMap *next;
 };
-static RetiredMap g_retired[64];
-inline constexpr uint64_t kRetireGraceNs = 200ull * 1000 * 1000;
+static RetiredMap *g_retired; // under g_map_lock
+static std::atomic<uint32_t> g_retired_count{0};
 
-static uint64_t mono_ns()
+// g_map_lock held. Unmaps every retired mapping that no section can use:
+// retired at epoch e, while every thread inside a section entered at an
+// epoch after e (it loaded g_map_epoch after the retirement, so it also
+// sees the generation change and never looks the old mapping up again).
+static void reclaim_locked()
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+	if (!g_retired)
+		return;
+	std::atomic_thread_fence(std::memory_order_seq_cst);
+	uint64_t oldest = UINT64_MAX;
+	for (MapReader *r = g_readers.load(std::memory_order_acquire); r; r = r->next) {
+		uint64_t e = r->epoch.load(std::memory_order_seq_cst);
+		if (e && e < oldest)
+			oldest = e;
+	}
+	for (RetiredMap **pp = &g_retired; *pp;) {
+		RetiredMap *m = *pp;
+		if (m->epoch < oldest) {
+			syscall(SYS_munmap, m->base, m->size);
+			*pp = m->next;
+			delete m;
+			g_retired_count.fetch_sub(1, std::memory_order_relaxed);
+		} else {
+			pp = &m->next;
+		}
+	}
 }
 
-// g_map_lock held.
+// g_map_lock held, the generation already bumped.
 static void retire_map(uint8_t *base, uint64_t size)
 {
-	uint64_t now = mono_ns();
-	RetiredMap *slot = nullptr, *oldest = &g_retired[0];
-	for (auto &r : g_retired) {
-		if (r.base && now - r.when_ns >= kRetireGraceNs) {
-			munmap(r.base, r.size);
-			r = RetiredMap{};
-		}
-		if (!r.base && !slot)
-			slot = &r;
-		if (r.base && r.when_ns < oldest->when_ns)
-			oldest = &r;
-	}
-	if (!slot) { // more churn than the grace list holds: the oldest goes now
-		munmap(oldest->base, oldest->size);
-		slot = oldest;
-	}
-	*slot = RetiredMap{base, size, now};
+	auto *m = new (std::nothrow) RetiredMap{base, size, 0, g_retired};
+	if (!m)
+		return; // keep it mapped for ever rather than unmap it too early
+	m->epoch = g_map_epoch.fetch_add(1, std::memory_order_seq_cst);
+	g_retired = m;
+	g_retired_count.fetch_add(1, std::memory_order_relaxed);
+	reclaim_locked();
+}
+
+void peer_map_reclaim()
+{
+	if (!g_retired_count.load(std::memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&g_map_lock);
+	reclaim_locked();
+	pthread_mutex_unlock(&g_map_lock);
 }
 
 uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
@@ -945,7 +1022,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 		if (p != MAP_FAILED) {
 			base = static_cast<uint8_t *>(p);
 			if (victim->base) {
-				generation.fetch_add(1, std::memory_order_acq_rel);
+				generation.fetch_add(1, std::memory_order_seq_cst);
 				retire_map(victim->base, victim->size);
 			}
 			*victim = PeerMap{pid, fd, ino, base, uint64_t(st.st_size), ++g_map_clock};

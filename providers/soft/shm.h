@@ -335,9 +335,61 @@ int notify_pipe(int32_t pid, int fd, uint32_t ino, const void *buf, size_t len);
 // the file size, or nullptr when it cannot be mapped.
 uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size);
 // Changes whenever peer_map replaces one of its mappings: a result of
-// peer_map kept by a caller stays usable while this value is the one read
-// before the call.
+// peer_map kept by a caller (across map-use sections) may be used again, in
+// a later section, only while this value is the one read before the call.
 extern std::atomic<uint64_t> g_peer_map_generation;
+
+// ---- Map-use sections: when a replaced peer mapping may be unmapped.
+//
+// A pointer into a mapping returned by peer_map (a peer's memory region or
+// ring) is used only inside a map-use section of the calling thread:
+// between map_use_enter() and map_use_leave() (nestable). The send-queue
+// guard (qp_sq_lock) is such a section, and so are cq_push and flush_rq.
+// A mapping pushed out of peer_map's cache is retired, not unmapped: it is
+// unmapped once every thread that was inside a section when it was retired
+// has left that section (epoch-based reclamation: each thread announces the
+// epoch it entered at; a mapping retired at epoch e is freed when no thread
+// announces an epoch <= e). Nothing is freed on a timer, and a thread
+// preempted in the middle of a copy keeps its mapping for as long as it
+// needs it.
+struct MapReader {
+	std::atomic<uint64_t> epoch; // 0: outside any section
+	std::atomic<uint32_t> used;  // a live thread owns this record
+	MapReader *next;
+};
+struct MapTls {
+	MapReader *rec;
+	uint32_t depth;
+};
+extern std::atomic<uint64_t> g_map_epoch;
+extern thread_local MapTls t_map __attribute__((tls_model("initial-exec")));
+MapReader *map_reader_register();
+
+static inline void map_use_enter()
+{
+	MapTls &t = t_map;
+	if (t.depth++)
+		return;
+	MapReader *r = t.rec ? t.rec : map_reader_register();
+	// seq_cst store: ordered before this thread's later loads of
+	// g_peer_map_generation (see retire_map in shm.cpp).
+	r->epoch.store(g_map_epoch.load(std::memory_order_acquire), std::memory_order_seq_cst);
+}
+static inline void map_use_leave()
+{
+	MapTls &t = t_map;
+	if (--t.depth == 0)
+		t.rec->epoch.store(0, std::memory_order_release);
+}
+// Unmaps the retired mappings no section can still use (cheap when none).
+void peer_map_reclaim();
+// RAII form.
+struct MapUse {
+	MapUse() { map_use_enter(); }
+	~MapUse() { map_use_leave(); }
+	MapUse(const MapUse &) = delete;
+	MapUse &operator=(const MapUse &) = delete;
+};
 void notify_cache_drop(int32_t pid);
 
 } // namespace ovsoft

@@ -326,13 +326,27 @@ static inline void td_guard_unlock(std::atomic<bool> *g) { guard_unlock(g); }
 // TD's guard (qp->sq_guard points to the one in use). Holders run a bounded
 // piece of the data path, as hardware providers do under their send-queue
 // spinlocks.
-static inline void qp_sq_lock(SoftQp *qp) { guard_lock(qp->sq_guard); }
+// Holding the guard is also a map-use section (shm.h): peer mappings looked
+// up under it stay mapped until it is released.
+static inline void qp_sq_lock(SoftQp *qp)
+{
+	map_use_enter();
+	guard_lock(qp->sq_guard);
+}
 // True when acquired.
 static inline bool qp_sq_trylock(SoftQp *qp)
 {
-	return !qp->sq_guard->exchange(true, std::memory_order_acquire);
+	map_use_enter();
+	if (!qp->sq_guard->exchange(true, std::memory_order_acquire))
+		return true;
+	map_use_leave();
+	return false;
 }
-static inline void qp_sq_unlock(SoftQp *qp) { guard_unlock(qp->sq_guard); }
+static inline void qp_sq_unlock(SoftQp *qp)
+{
+	guard_unlock(qp->sq_guard);
+	map_use_leave();
+}
 
 // Thread-domain CQs: takes up to n completions from the lane (see CqLane);
 // the application's thread only. Returns how many.

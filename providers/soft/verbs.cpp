@@ -197,6 +197,7 @@ static void *progress_main(void *arg)
 			last_watch = now;
 		}
 		pthread_mutex_unlock(&ctx->lock);
+		peer_map_reclaim(); // retired peer mappings no section uses any more
 		if (now - last_reap > 2000000000ull) {
 			segment_reap(ctx->seg);
 			last_reap = now;

@@ -512,6 +512,179 @@ TEST(SoftHardening, ProviderLogsThroughVerbsLogFile)
 	EXPECT_EQ(err.find("soft: "), std::string::npos) << "stderr: " << err;
 }
 
+// ---------------------------------------------------------------- item 4
+
+constexpr size_t kChurnBig = 128u << 20;
+constexpr int kChurnSmall = 400;
+
+// Peer of MappingInUseIsNeverUnmapped (stdin/stdout): two RC QPs, one big
+// region and kChurnSmall one-page regions (each its own shareable file).
+// Prints "qpn1 qpn2 bigkey bigaddr", then one "key addr" line per small
+// region; reads the requester's two QPNs, connects, prints "ready"; on
+// "check" prints how many bytes of the big region are not 'W'.
+int child_churn_peer()
+{
+	Ctx ctx(open_soft());
+	if (!ctx)
+		return 30;
+	Pd pd(ibv_alloc_pd(ctx.get()));
+	Cq cq(ibv_create_cq(ctx.get(), 64, nullptr, nullptr, 0));
+	if (!pd || !cq)
+		return 31;
+	auto make = [&] {
+		ibv_qp_init_attr ia = {};
+		ia.send_cq = ia.recv_cq = cq.get();
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		return ibv_create_qp(pd.get(), &ia);
+	};
+	Qp q1(make()), q2(make());
+	void *big = mmap(nullptr, kChurnBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+	if (!q1 || !q2 || big == MAP_FAILED)
+		return 32;
+	memset(big, 'p', kChurnBig);
+	Mr mbig(ibv_reg_mr(pd.get(), big, kChurnBig, kAllAccess));
+	if (!mbig)
+		return 33;
+	printf("%u %u %u %llu\n", q1->qp_num, q2->qp_num, mbig->rkey,
+	       (unsigned long long)uintptr_t(big));
+	std::vector<Mr> small;
+	for (int i = 0; i < kChurnSmall; i++) {
+		void *pg = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+		if (pg == MAP_FAILED)
+			return 34;
+		small.emplace_back(ibv_reg_mr(pd.get(), pg, 4096, kAllAccess));
+		if (!small.back())
+			return 35;
+		printf("%u %llu\n", small.back()->rkey, (unsigned long long)uintptr_t(pg));
+	}
+	fflush(stdout);
+	unsigned d1, d2;
+	if (scanf("%u %u", &d1, &d2) != 2)
+		return 36;
+	if (!bring_up(q1.get(), d1, 1, kAllAccess) || !bring_up(q2.get(), d2, 1, kAllAccess))
+		return 37;
+	printf("ready\n");
+	fflush(stdout);
+	char word[16];
+	if (scanf("%15s", word) != 1)
+		return 38;
+	size_t bad = 0;
+	for (size_t i = 0; i < kChurnBig; i++)
+		bad += static_cast<char *>(big)[i] != 'W';
+	printf("%zu\n", bad);
+	fflush(stdout);
+	return 0;
+}
+
+// The requester's side, in a process of its own (a fault must not take
+// the suite down): one thread writes the big region through its mapping
+// while another makes the process map hundreds of other regions of the
+// peer, pushing the big mapping out of the mapping cache. The mapping
+// stays until the copy is over: no fault, every byte written.
+int child_churn_requester()
+{
+	int to[2], from[2];
+	if (pipe(to) || pipe(from))
+		return 40;
+	pid_t peer = fork();
+	if (peer == 0) {
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		close(to[1]);
+		close(from[0]);
+		std::string self = self_exe();
+		execl(self.c_str(), self.c_str(), "--soft-child", "churn-peer", (char *)nullptr);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	FILE *in = fdopen(to[1], "w"), *out = fdopen(from[0], "r");
+	unsigned q1, q2, bigkey;
+	unsigned long long bigaddr;
+	if (fscanf(out, "%u %u %u %llu", &q1, &q2, &bigkey, &bigaddr) != 4)
+		return 41;
+	std::vector<std::pair<unsigned, unsigned long long>> small(kChurnSmall);
+	for (auto &s : small)
+		if (fscanf(out, "%u %llu", &s.first, &s.second) != 2)
+			return 42;
+	Pair p;
+	p.max_send_wr = 8;
+	if (!p.connect_pair(IBV_QPT_RC, kAllAccess))
+		return 43;
+	// Re-aim both QPs at the peer's.
+	Qp a(p.a.release()), b(p.b.release());
+	for (ibv_qp *q : {a.get(), b.get()}) {
+		ibv_qp_attr at = {};
+		at.qp_state = IBV_QPS_RESET;
+		if (ibv_modify_qp(q, &at, IBV_QP_STATE))
+			return 44;
+	}
+	if (!bring_up(a.get(), q1, 1, kAllAccess) || !bring_up(b.get(), q2, 1, kAllAccess))
+		return 45;
+	fprintf(in, "%u %u\n", a->qp_num, b->qp_num);
+	fflush(in);
+	char word[16];
+	if (fscanf(out, "%15s", word) != 1 || strcmp(word, "ready"))
+		return 46;
+	void *src = mmap(nullptr, kChurnBig, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+			 0);
+	if (src == MAP_FAILED)
+		return 47;
+	memset(src, 'W', kChurnBig);
+	Mr ms(ibv_reg_mr(p.pd.get(), src, kChurnBig, kAllAccess));
+	std::vector<char> word8(8, 'w');
+	Mr mw(ibv_reg_mr(p.pd.get(), word8.data(), 8, kAllAccess));
+	if (!ms || !mw)
+		return 48;
+	std::atomic<bool> go{false};
+	int churn_bad = 0;
+	std::thread churn([&] {
+		while (!go.load())
+			;
+		usleep(1000);
+		for (auto &s : small) {
+			ibv_wc wc;
+			if (post_one(b.get(), IBV_WR_RDMA_WRITE, word8.data(), 8, mw->lkey, s.second,
+				     s.first) ||
+			    !poll_one(p.cqb.get(), &wc) || wc.status != IBV_WC_SUCCESS)
+				churn_bad++;
+		}
+	});
+	go = true;
+	int rc = post_one(a.get(), IBV_WR_RDMA_WRITE, src, uint32_t(kChurnBig), ms->lkey, bigaddr,
+			  bigkey);
+	churn.join();
+	ibv_wc wc;
+	if (rc || !poll_one(p.cqa.get(), &wc) || wc.status != IBV_WC_SUCCESS)
+		return 49;
+	if (churn_bad)
+		return 50;
+	fprintf(in, "check\n");
+	fflush(in);
+	size_t bad = 1;
+	if (fscanf(out, "%zu", &bad) != 1 || bad)
+		return 51;
+	fclose(in);
+	fclose(out);
+	int st = 0;
+	waitpid(peer, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 52;
+}
+
+TEST(SoftHardening, MappingInUseIsNeverUnmapped)
+{
+	std::string err;
+	int st = run_child("churn-requester", {}, &err);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		<< (WIFSIGNALED(st) ? "killed by signal " : "status ")
+		<< (WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)) << "\n"
+		<< err;
+}
+
 } // namespace
 
 // The child modes of this file; 127 for an unknown mode.
@@ -521,6 +694,10 @@ int hardening_child(const char *mode)
 		return child_many_devices();
 	if (!strcmp(mode, "dontfork"))
 		return child_dontfork();
+	if (!strcmp(mode, "churn-peer"))
+		return child_churn_peer();
+	if (!strcmp(mode, "churn-requester"))
+		return child_churn_requester();
 	if (!strcmp(mode, "log-file"))
 		return child_log_file();
 	if (!strcmp(mode, "open-soft3"))
