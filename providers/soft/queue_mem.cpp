@@ -1,6 +1,7 @@
 // openverbs software RDMA device: memory of the queues (see queue_mem.h).
 #include "queue_mem.h"
 #include "log.h"
+#include "sysmm.h"
 #include "soft.h"
 
 #include <cerrno>
@@ -39,7 +40,7 @@ static void dontfork_inside(void *p, size_t size)
 	uintptr_t lo = (uintptr_t(p) + page_size() - 1) & ~uintptr_t(page_size() - 1);
 	uintptr_t hi = (uintptr_t(p) + size) & ~uintptr_t(page_size() - 1);
 	if (hi > lo)
-		madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTFORK);
+		sys_madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTFORK);
 }
 
 // The NUMA memory policy of the mapping at `addr` (get_mempolicy(2) with
@@ -119,14 +120,14 @@ int ring_buf_alloc(SoftPd *pd, uint32_t code, uint64_t bytes, QueueBuf *out)
 		goto fail;
 	}
 	has_pol = policy_get(p, &pol);
-	fd = memfd_create("openverbs-soft-ring", MFD_CLOEXEC);
+	fd = sys_memfd_create("openverbs-soft-ring", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, off_t(size)) != 0 || fstat(fd, &st) != 0) {
 		rc = errno;
 		goto fail;
 	}
 	// Replace the pages in place (MAP_FIXED swaps the mapping atomically,
 	// there is no moment with a hole another thread could take).
-	if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != p) {
+	if (sys_mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != p) {
 		rc = errno;
 		softlog(2, "cannot back the queue buffer at %p (%zu bytes) with shared pages: %s",
 			p, size, strerror(rc));
@@ -134,7 +135,7 @@ int ring_buf_alloc(SoftPd *pd, uint32_t code, uint64_t bytes, QueueBuf *out)
 	}
 	if (has_pol)
 		policy_set(p, size, pol);
-	madvise(p, size, MADV_DONTFORK);
+	sys_madvise(p, size, MADV_DONTFORK);
 	*out = QueueBuf{p, size, type, pd, fd, uint32_t(st.st_ino)};
 	return 0;
 fail:
@@ -171,9 +172,9 @@ void queue_buf_free(QueueBuf *b)
 		// the policy and the fork protection the range had.
 		MemPolicy pol;
 		bool has_pol = policy_get(b->ptr, &pol);
-		if (mmap(b->ptr, b->size, PROT_READ | PROT_WRITE,
+		if (sys_mmap(b->ptr, b->size, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == b->ptr) {
-			madvise(b->ptr, b->size, MADV_DONTFORK);
+			sys_madvise(b->ptr, b->size, MADV_DONTFORK);
 			if (has_pol)
 				policy_set(b->ptr, b->size, pol);
 		} else {

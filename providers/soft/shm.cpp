@@ -2,6 +2,7 @@
 #include "shm.h"
 #include "keys.h"
 #include "log.h"
+#include "sysmm.h"
 #include <infiniband/openverbs.h>
 
 #include <cerrno>
@@ -375,7 +376,7 @@ static void reap_locked(Segment *seg, bool include_self);
 static int map_segment(Segment *seg)
 {
 	seg->size = segment_bytes();
-	void *p = mmap(nullptr, seg->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+	void *p = sys_mmap(nullptr, seg->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
 		       seg->fd, 0);
 	if (p == MAP_FAILED)
 		return errno;
@@ -446,7 +447,7 @@ static int attach_new(int index, Segment *seg)
 		}
 		auto fail = [&](int e) {
 			if (seg->base)
-				munmap(seg->base, seg->size);
+				sys_munmap(seg->base, seg->size);
 			seg->base = nullptr;
 			seg->hdr = nullptr;
 			close(fd);
@@ -477,7 +478,7 @@ static int attach_new(int index, Segment *seg)
 				if (!header_ok(seg->hdr, index))
 					softlog(2, "%s: damaged or foreign segment with no user: "
 						   "reinitialised", seg->path);
-				munmap(seg->base, seg->size);
+				sys_munmap(seg->base, seg->size);
 				seg->base = nullptr;
 			}
 			if (ftruncate(fd, 0) != 0 || ftruncate(fd, segment_bytes()) != 0)
@@ -774,7 +775,7 @@ void segment_detach(Segment *seg)
 		snprintf(dir, sizeof(dir), "/dev/shm/openverbs-%u", (unsigned)geteuid());
 		rmdir(dir); // fails quietly while other devices are in use
 	}
-	munmap(seg->base, seg->size);
+	sys_munmap(seg->base, seg->size);
 	close(seg->fd); // drops the locks
 	delete seg;
 	pthread_mutex_unlock(&g_attach_lock);
@@ -1018,7 +1019,7 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 	struct stat st;
 	if (f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode) && uint32_t(st.st_ino) == ino &&
 	    st.st_size > 0) {
-		void *p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		void *p = sys_mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
 		if (p != MAP_FAILED) {
 			base = static_cast<uint8_t *>(p);
 			if (victim->base) {

@@ -6,6 +6,7 @@
 #include "soft.h"
 #include "keys.h"
 #include "log.h"
+#include "sysmm.h"
 #include <infiniband/openverbs.h>
 
 #include <cerrno>
@@ -15,7 +16,10 @@
 #include <cstring>
 #include <endian.h>
 #include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -517,7 +521,7 @@ static int check_mapped(void *addr, size_t length)
 	if (e < uintptr_t(addr))
 		return EFAULT;
 	// madvise(MADV_NORMAL) fails with ENOMEM on any unmapped page in range.
-	if (madvise(reinterpret_cast<void *>(a), e - a, MADV_NORMAL) != 0)
+	if (sys_madvise(reinterpret_cast<void *>(a), e - a, MADV_NORMAL) != 0)
 		return EFAULT;
 	return 0;
 }
@@ -530,9 +534,23 @@ static int check_mapped(void *addr, size_t length)
 // mapping, so the addresses and the data stay). Only private anonymous
 // read/write memory (heap, anonymous mmap) is converted; anything else (file
 // mappings, stacks, read-only memory, ranges partly converted already) stays
-// as it is and peers reach it with process_vm_*. Side effects, documented in
-// openverbs-soft(7): after fork() the child shares (instead of copying) those
-// pages, and writes racing with the registration itself may be lost.
+// as it is and peers reach it with process_vm_*.
+//
+// No write is lost: while the pages are copied and replaced (at
+// registration, and back at the last deregistration) the range is write
+// protected with userfaultfd(2) (UFFDIO_REGISTER_MODE_WP and
+// UFFDIO_WRITEPROTECT of ioctl_userfaultfd(2)); a thread that writes there
+// meanwhile waits in its page fault, and when the userfaultfd is closed after
+// the replacement it retries the write, which lands in the new pages. Where
+// userfaultfd is not available (kernel, seccomp policy, or
+// vm.unprivileged_userfaultfd=0 with a kernel older than UFFD_USER_MODE_ONLY)
+// nothing is converted: peers use process_vm_*, slower but exact. With
+// UFFD_USER_MODE_ONLY (unprivileged processes) a system call that writes
+// into the range during those few milliseconds fails with EFAULT instead of
+// waiting. After ibv_fork_init(3) the new mapping is advised MADV_DONTFORK
+// again (the replacement drops the advice of the old one), so fork()
+// children still do not get registered pages. Documented in
+// openverbs-soft(7). All calls go to the kernel directly (sysmm.h).
 struct SharedRange {
 	uintptr_t start, end;
 	int fd;
@@ -575,21 +593,133 @@ static bool anon_private_rw(uintptr_t start, uintptr_t end)
 	return ok && covered >= end;
 }
 
+// userfaultfd features this code uses that older uapi headers lack
+// (<linux/userfaultfd.h> of Linux 6.4: write protection of pages never
+// touched yet).
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+
+// Makes writers of a range wait while it is copied and replaced (see
+// above). release() (or the destructor) wakes them.
+struct WriteFence {
+	int fd = -1;
+	~WriteFence() { release(); }
+	void release()
+	{
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	// A userfaultfd with the API handshake done for `features` (or none of
+	// them when the kernel refuses; *got says what was granted).
+	static int open_uffd(uint64_t features, uint64_t *got)
+	{
+		int f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+		if (f < 0 && errno == EPERM)
+			f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+		if (f < 0)
+			return -1;
+		struct uffdio_api api = {};
+		api.api = UFFD_API;
+		api.features = features;
+		if (ioctl(f, UFFDIO_API, &api) != 0) {
+			close(f);
+			return -1;
+		}
+		*got = api.features;
+		return f;
+	}
+	// Write-protects [start, start+len): every page, touched or not, of
+	// private anonymous memory (shmem: the memfd's pages, all present).
+	bool protect(uintptr_t start, size_t len, bool shmem)
+	{
+		uint64_t want = UFFD_FEATURE_PAGEFAULT_FLAG_WP |
+				(shmem ? UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0);
+		uint64_t got = 0;
+		fd = open_uffd(want | UFFD_FEATURE_WP_UNPOPULATED, &got);
+		if (fd < 0)
+			fd = open_uffd(want, &got);
+		if (fd < 0 || (got & want) != want) {
+			release();
+			return false;
+		}
+		// Without write protection of untouched pages, touch them first
+		// (a write there would otherwise fault in a page nobody copies).
+		if (!shmem && !(got & UFFD_FEATURE_WP_UNPOPULATED) &&
+		    sys_madvise(reinterpret_cast<void *>(start), len, MADV_POPULATE_WRITE) != 0) {
+			release();
+			return false;
+		}
+		struct uffdio_register reg = {};
+		reg.range.start = start;
+		reg.range.len = len;
+		reg.mode = UFFDIO_REGISTER_MODE_WP;
+		struct uffdio_writeprotect wp = {};
+		wp.range.start = start;
+		wp.range.len = len;
+		wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+		if (ioctl(fd, UFFDIO_REGISTER, &reg) != 0 || ioctl(fd, UFFDIO_WRITEPROTECT, &wp) != 0) {
+			release();
+			return false;
+		}
+		return true;
+	}
+};
+
+// After ibv_fork_init(3) registered ranges are MADV_DONTFORK; a replaced
+// mapping gets the advice again (the library's reference counts stay
+// right: it advises MADV_DOFORK itself when the last registration goes).
+static void keep_dontfork(uintptr_t start, size_t len)
+{
+	if (ibv_is_fork_initialized() == IBV_FORK_ENABLED)
+		sys_madvise(reinterpret_cast<void *>(start), len, MADV_DONTFORK);
+}
+
+// Replaces [start, start+len) by the mapping `fresh` (same length, made by
+// the caller) after copying the range's bytes into it, writers of the range
+// waiting meanwhile unless `alone` (a child after fork(): no other thread).
+// False, nothing changed and `fresh` unmapped, when the range cannot be
+// protected or moved.
+static bool replace_range(uintptr_t start, size_t len, void *fresh, bool shmem_source, bool alone)
+{
+	auto *at = reinterpret_cast<void *>(start);
+	WriteFence fence;
+	if (!alone && !fence.protect(start, len, shmem_source)) {
+		sys_munmap(fresh, len);
+		return false;
+	}
+	memcpy(fresh, at, len);
+	void *q = sys_mremap(fresh, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+	if (q != at) {
+		// Failed: `fresh` is still where it was (with an interposed mremap
+		// it could also have gone elsewhere: unmap wherever it is now).
+		sys_munmap(q == MAP_FAILED ? fresh : q, len);
+		return false;
+	}
+	keep_dontfork(start, len);
+	return true; // the fence is released here: waiting writers retry
+}
+
 // Replaces [start, end) by a private anonymous copy (undoes the sharing).
-static void privatize(uintptr_t start, uintptr_t end)
+// False when the range stays shared (it could not be protected).
+static bool privatize(uintptr_t start, uintptr_t end, bool alone)
 {
 	// Absent in a child when the range was marked MADV_DONTFORK
 	// (ibv_fork_init): nothing to do then.
-	if (madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
-		return;
-	void *p = mmap(nullptr, end - start, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
+	if (sys_madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
+		return true;
+	void *p = sys_mmap(nullptr, end - start, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return;
-	memcpy(p, reinterpret_cast<void *>(start), end - start);
-	if (mremap(p, end - start, end - start, MREMAP_MAYMOVE | MREMAP_FIXED,
-		   reinterpret_cast<void *>(start)) != reinterpret_cast<void *>(start))
-		munmap(p, end - start);
+		return false;
+	if (!replace_range(start, end - start, p, true, alone)) {
+		softlog(2, "registered pages at %#lx (%lu bytes) stay backed by a shared file: "
+			   "they could not be write protected to copy them back",
+			(unsigned long)start, (unsigned long)(end - start));
+		return false;
+	}
+	return true;
 }
 
 // Finds or makes the memfd backing the whole pages of [addr, addr+len).
@@ -625,24 +755,17 @@ static int share_region(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi, ui
 	}
 	int slot = -1;
 	if (freeslot >= 0 && anon_private_rw(ps, pe)) {
-		int fd = memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
+		int fd = sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
 		void *p = MAP_FAILED;
 		if (fd >= 0 && ftruncate(fd, pe - ps) == 0)
-			p = mmap(nullptr, pe - ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (p != MAP_FAILED) {
-			memcpy(p, reinterpret_cast<void *>(ps), pe - ps);
-			void *q = mremap(p, pe - ps, pe - ps, MREMAP_MAYMOVE | MREMAP_FIXED,
-					 reinterpret_cast<void *>(ps));
-			if (q == reinterpret_cast<void *>(ps)) {
-				g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
-				*lo = ps;
-				*hi = pe;
-				*file_off = 0;
-				slot = freeslot;
-				fd = -1;
-			} else {
-				munmap(p, pe - ps);
-			}
+			p = sys_mmap(nullptr, pe - ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED && replace_range(ps, pe - ps, p, false, false)) {
+			g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
+			*lo = ps;
+			*hi = pe;
+			*file_off = 0;
+			slot = freeslot;
+			fd = -1;
 		}
 		if (fd >= 0)
 			close(fd);
@@ -660,7 +783,7 @@ static void unshare_region(int slot)
 	if (r.refs && !--r.refs) {
 		// Back to private memory: the pages go back to the allocator as
 		// ordinary anonymous memory.
-		privatize(r.start, r.end);
+		privatize(r.start, r.end, false);
 		close(r.fd);
 		r = SharedRange{};
 	}
@@ -673,7 +796,7 @@ static void share_atfork_child()
 {
 	for (auto &r : g_shared)
 		if (r.refs) {
-			privatize(r.start, r.end);
+			privatize(r.start, r.end, true);
 			close(r.fd);
 			r = SharedRange{};
 		}

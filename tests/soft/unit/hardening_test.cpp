@@ -400,17 +400,82 @@ int child_dontfork()
 	return 0;
 }
 
-TEST(SoftHardening, DISABLED_RegistrationKeepsDontforkAfterForkInit)
+TEST(SoftHardening, RegistrationKeepsDontforkAfterForkInit)
 {
 	std::string err;
 	int st = run_child("dontfork", {}, &err);
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << err;
 }
 
+// Under an interposed mremap that drops MREMAP_FIXED's new address (UCX
+// 1.13's hooks), registration still converts the region in place: the
+// device moves its mappings with syscall(2), not through libc's symbols.
+// Nothing ends up mapped at address 0, the region's pages are the shared
+// file's, and an RDMA write into it lands.
+int child_interposed()
+{
+	Pair p;
+	if (!p.connect_pair(IBV_QPT_RC, kAllAccess))
+		return 60;
+	size_t len = 8 * 4096;
+	void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return 61;
+	memset(m, 'i', len);
+	Mr mr(ibv_reg_mr(p.pd.get(), m, len, kAllAccess));
+	std::vector<char> src(64, 'S');
+	Mr ms(ibv_reg_mr(p.pd.get(), src.data(), src.size(), kAllAccess));
+	if (!mr || !ms)
+		return 62;
+	bool at_zero = false, converted = false;
+	if (FILE *f = fopen("/proc/self/maps", "r")) {
+		char line[512];
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long lo, hi;
+			if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+				continue;
+			if (lo == 0)
+				at_zero = true;
+			if (lo <= uintptr_t(m) && hi >= uintptr_t(m) + len &&
+			    strstr(line, "openverbs-soft-mr"))
+				converted = true;
+		}
+		fclose(f);
+	}
+	if (at_zero) {
+		fprintf(stderr, "a mapping at address 0\n");
+		return 63;
+	}
+	if (!converted) {
+		fprintf(stderr, "the region was not converted in place\n");
+		return 64;
+	}
+	if (post_one(p.a.get(), IBV_WR_RDMA_WRITE, src.data(), 64, ms->lkey,
+		     uintptr_t(m) + 4096, mr->rkey))
+		return 65;
+	ibv_wc wc;
+	if (!poll_one(p.cqa.get(), &wc) || wc.status != IBV_WC_SUCCESS)
+		return 66;
+	if (static_cast<char *>(m)[4096] != 'S' || static_cast<char *>(m)[4096 + 64] != 'i')
+		return 67;
+	mr.reset();
+	return static_cast<char *>(m)[len - 1] == 'i' ? 0 : 68;
+}
+
+TEST(SoftHardening, RegistrationUnderInterposedMremap)
+{
+	std::string err;
+	int st = run_child("interposed", {std::string("LD_PRELOAD=") + SOFT_MREMAP_SHIM}, &err);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		<< (WIFSIGNALED(st) ? "killed by signal " : "status ")
+		<< (WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)) << "\n"
+		<< err;
+}
+
 // Threads keep incrementing counters in the pages of a region while it is
 // registered and deregistered many times: no increment is lost (a device
 // never loses a write because the buffer was registered).
-TEST(SoftHardening, DISABLED_RegistrationLosesNoConcurrentWrite)
+TEST(SoftHardening, RegistrationLosesNoConcurrentWrite)
 {
 	Ctx ctx(open_soft());
 	ASSERT_TRUE(ctx);
@@ -698,6 +763,8 @@ int hardening_child(const char *mode)
 		return child_churn_peer();
 	if (!strcmp(mode, "churn-requester"))
 		return child_churn_requester();
+	if (!strcmp(mode, "interposed"))
+		return child_interposed();
 	if (!strcmp(mode, "log-file"))
 		return child_log_file();
 	if (!strcmp(mode, "open-soft3"))
