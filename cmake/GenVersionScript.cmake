@@ -1,10 +1,16 @@
-# cmake -DTABLE=<symbols table> -DOUT=<version script> -P GenVersionScript.cmake
+# cmake -DTABLE=<symbols table> -DOUT=<version script> -DABI=<44|56|...>
+#       -P GenVersionScript.cmake
 #
 # Turns a symbol table (see src/facade/libibverbs.symbols for the format) into
-# a GNU ld version script. Every entry ("name@@NODE" default, "name@NODE"
-# compat, the latter bound in the sources with .symver) is listed as a global
-# of its node. Everything else is local: no C++ or helper symbol leaks out of
-# the library.
+# a GNU ld version script for one ABI target. Every entry ("name@@NODE"
+# default, "name@NODE" compat, the latter bound in the sources with .symver)
+# is listed as a global of its node. Everything else is local: no C++ or
+# helper symbol leaks out of the library. Lines whose target condition
+# (a last word "abi>=N", "abi<N" or "abi=N[,M...]") excludes ABI are skipped.
+include(${CMAKE_CURRENT_LIST_DIR}/OpenverbsAbiCondition.cmake)
+if(NOT ABI)
+  message(FATAL_ERROR "GenVersionScript.cmake: -DABI=<target> is required")
+endif()
 file(STRINGS "${TABLE}" lines)
 set(nodes "")
 foreach(line IN LISTS lines)
@@ -12,7 +18,15 @@ foreach(line IN LISTS lines)
   if(line STREQUAL "" OR line MATCHES "^#")
     continue()
   endif()
-  string(REPLACE " " ";" f "${line}")
+  string(REGEX REPLACE "[ \t]+" ";" f "${line}")
+  list(GET f -1 last)
+  if(last MATCHES "^abi")
+    openverbs_abi_condition("${last}" "${ABI}" keep)
+    if(NOT keep)
+      continue()
+    endif()
+    list(REMOVE_AT f -1)
+  endif()
   list(GET f 0 kind)
   list(GET f 1 what)
   if(kind STREQUAL "A")

@@ -45,7 +45,7 @@ function(openverbs_fuzz_target name)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/fuzz/bin
     COMMAND ${OPENVERBS_CLANGXX} -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined
             -fno-sanitize-recover=undefined -fno-omit-frame-pointer ${F_FLAGS}
-            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src ${nl_includes}
+            -I${OPENVERBS_PUBLIC_INCLUDE} -I${CMAKE_SOURCE_DIR}/src ${nl_includes}
             ${srcs} ${F_LIBS} -o ${bin}
     DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/OpenverbsFuzz.cmake
     IMPLICIT_DEPENDS CXX ${srcs}

@@ -42,13 +42,16 @@ function(openverbs_shared_library_flags target)
 endfunction()
 
 # Generates a linker version script from a symbol table in the format of
-# Debian's symbol lists ("A NODE", "T name@@NODE", "T name@NODE", "B name@@NODE").
-# Non-default entries (single '@') are bound in the sources with .symver.
+# Debian's symbol lists ("A NODE", "T name@@NODE", "T name@NODE", "B name@@NODE"),
+# for the configured ABI target (lines may carry a target condition, see
+# cmake/OpenverbsAbiCondition.cmake). Non-default entries (single '@') are
+# bound in the sources with .symver.
 function(openverbs_version_script table out)
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DTABLE=${table} -DOUT=${out}
+    COMMAND ${CMAKE_COMMAND} -DTABLE=${table} -DOUT=${out} -DABI=${OPENVERBS_ABI}
             -P ${CMAKE_SOURCE_DIR}/cmake/GenVersionScript.cmake
     DEPENDS ${table} ${CMAKE_SOURCE_DIR}/cmake/GenVersionScript.cmake
+            ${CMAKE_SOURCE_DIR}/cmake/OpenverbsAbiCondition.cmake
     COMMENT "Generating ${out}")
 endfunction()

@@ -598,9 +598,16 @@ int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
 		     uint32_t mr_handle);
 int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+#if _OPENVERBS_ABI >= 56
+/* rdma-core 56: driver holds the provider's own attributes (NULL: none). */
+int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+			  uint64_t iova, int fd, int access,
+			  struct verbs_mr *vmr, struct ibv_command_buffer *driver);
+#else
 int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 			  uint64_t iova, int fd, int access,
 			  struct verbs_mr *vmr);
+#endif
 int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
 		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
@@ -623,6 +630,20 @@ int ibv_cmd_create_cq_ex(struct ibv_context *context,
 			 size_t cmd_size,
 			 struct ib_uverbs_ex_create_cq_resp *resp,
 			 size_t resp_size, uint32_t cmd_flags);
+#if _OPENVERBS_ABI >= 56
+/*
+ * rdma-core 56: ibv_cmd_create_cq_ex() with the provider's own attributes
+ * (driver, NULL: none) sent with the command; ibv_cmd_create_cq_ex() is this
+ * with driver NULL.
+ */
+int ibv_cmd_create_cq_ex2(struct ibv_context *context,
+			  const struct ibv_cq_init_attr_ex *cq_attr,
+			  struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
+			  size_t cmd_size,
+			  struct ib_uverbs_ex_create_cq_resp *resp,
+			  size_t resp_size, uint32_t cmd_flags,
+			  struct ibv_command_buffer *driver);
+#endif
 int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,

@@ -13,6 +13,7 @@
 #include <linux/types.h> /* __be16, __be32, __be64 */
 #include <stdint.h>
 #include <stdlib.h>
+#include <infiniband/openverbs_abi.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +150,24 @@ typedef struct umad_ca {
 	umad_port_t *ports[UMAD_CA_MAX_PORTS];
 } umad_ca_t;
 
+#if _OPENVERBS_ABI >= 56
+/*
+ * rdma-core 56: one management entity of the fabric as a pair of ports:
+ * the device and port that carry subnet management (SMI, QP0) and the
+ * device and port for general services (GSI, QP1).  On a classic HCA both
+ * name the same device and port; on devices that split them (a separate
+ * SMI device sharing the port GUID of the data device, IsSMDisabled set on
+ * the data device's port) they differ.  Filled by umad_get_smi_gsi_pairs(3)
+ * and umad_get_smi_gsi_pair_by_ca_name(3); ports are 0 for a switch.
+ */
+struct umad_ca_pair {
+	char smi_name[UMAD_CA_NAME_LEN];
+	uint32_t smi_preferred_port;
+	char gsi_name[UMAD_CA_NAME_LEN];
+	uint32_t gsi_preferred_port;
+};
+#endif
+
 /* Element of the list umad_get_ca_device_list() returns. */
 struct umad_device_node {
 	struct umad_device_node *next;
@@ -212,6 +231,15 @@ int umad_get_issm_path(const char *ca_name, int portnum, char path[], int max);
  * (umad_open_port(3))
  */
 int umad_open_port(const char *ca_name, int portnum);
+#if _OPENVERBS_ABI >= 56
+/*
+ * rdma-core 56: umad_open_port() restricted to SMI ports (InfiniBand link
+ * layer, IsSMDisabled clear in the capability mask; a switch's port 0).
+ * Same defaults and errors; -ENODEV also when the named or chosen port is
+ * no SMI port.  (umad_open_smi_port(3))
+ */
+int umad_open_smi_port(const char *ca_name, int portnum);
+#endif
 /* close(2) of the descriptor; returns 0. */
 int umad_close_port(int portid);
 
@@ -314,6 +342,23 @@ int umad_debug(int level);
 /* Print a umad header / an address on stderr ("ibwarn: [pid] func: ..."). */
 void umad_addr_dump(ib_mad_addr_t *addr);
 void umad_dump(void *umad);
+#if _OPENVERBS_ABI >= 56
+/*
+ * rdma-core 56: the SMI/GSI pairs of the local devices into cas[0..max-1]
+ * (zeroed first), one per port GUID, in device-list order.  Returns the
+ * number filled, -1 for a NULL cas with max > 0.  (umad_get_smi_gsi_pairs(3))
+ */
+int umad_get_smi_gsi_pairs(struct umad_ca_pair cas[], size_t max);
+/*
+ * rdma-core 56: the pair one of whose devices is devname (NULL: any) and
+ * whose port on that device is portnum (0: any), with enforce_smi only
+ * pairs that have an SMI side.  0 and *ca_pair filled; 1 when no pair
+ * matches; -1 for a NULL ca_pair.  (umad_get_smi_gsi_pair_by_ca_name(3))
+ */
+int umad_get_smi_gsi_pair_by_ca_name(const char *devname, uint8_t portnum,
+				     struct umad_ca_pair *ca_pair,
+				     unsigned enforce_smi);
+#endif
 
 /* Buffers for umad_send/umad_recv: num zeroed blocks of size bytes. */
 static inline void *umad_alloc(int num, size_t size)

@@ -24,6 +24,10 @@
 #include <string.h>
 #include <linux/types.h>
 #include <sys/types.h>
+#include <infiniband/openverbs_abi.h>
+#if _OPENVERBS_ABI >= 56
+#include <linux/if_ether.h>
+#endif
 #include <infiniband/verbs_api.h>
 
 #ifdef __cplusplus
@@ -401,6 +405,9 @@ enum ibv_port_cap_flags2 {
 	IBV_PORT_LINK_WIDTH_2X_SUP = 1 << 4,
 	IBV_PORT_LINK_SPEED_HDR_SUP = 1 << 5,
 	IBV_PORT_LINK_SPEED_NDR_SUP = 1 << 10,
+#if _OPENVERBS_ABI >= 56
+	IBV_PORT_LINK_SPEED_XDR_SUP = 1 << 12,
+#endif
 };
 
 struct ibv_port_attr {
@@ -426,6 +433,14 @@ struct ibv_port_attr {
 	uint8_t link_layer;	/* IBV_LINK_LAYER_* */
 	uint8_t flags;		/* IBV_QPF_GRH_REQUIRED */
 	uint16_t port_cap_flags2;	/* enum ibv_port_cap_flags2 */
+#if _OPENVERBS_ABI >= 56
+	/*
+	 * rdma-core 56: the active speed as the kernel's extended value
+	 * (IB_SPEED_* bits, including XDR), 0 when the kernel or device does
+	 * not report one (then active_speed alone holds the speed).
+	 */
+	uint32_t active_speed_ex;
+#endif
 };
 
 /* ------------------------------------------------------------------ */
@@ -510,6 +525,9 @@ enum ibv_wc_opcode {
 	IBV_WC_BIND_MW,
 	IBV_WC_LOCAL_INV,
 	IBV_WC_TSO,
+#if _OPENVERBS_ABI >= 56
+	IBV_WC_FLUSH,			/* 8: ibv_wr_flush() completed */
+#endif
 	IBV_WC_ATOMIC_WRITE = 9,
 	/* Receive-side opcodes have bit 7 set. */
 	IBV_WC_RECV = 1 << 7,
@@ -616,6 +634,12 @@ enum ibv_access_flags {
 	IBV_ACCESS_ZERO_BASED = (1 << 5),
 	IBV_ACCESS_ON_DEMAND = (1 << 6),
 	IBV_ACCESS_HUGETLB = (1 << 7),
+#if _OPENVERBS_ABI >= 56
+	/* The region may be the target of a flush to global visibility /
+	 * to persistence (ibv_wr_flush(3)). */
+	IBV_ACCESS_FLUSH_GLOBAL = (1 << 8),
+	IBV_ACCESS_FLUSH_PERSISTENT = (1 << 9),
+#endif
 	IBV_ACCESS_RELAXED_ORDERING = IBV_ACCESS_OPTIONAL_FIRST,
 };
 
@@ -947,6 +971,9 @@ enum ibv_qp_create_send_ops_flags {
 	IBV_QP_EX_WITH_BIND_MW = 1 << 8,
 	IBV_QP_EX_WITH_SEND_WITH_INV = 1 << 9,
 	IBV_QP_EX_WITH_TSO = 1 << 10,
+#if _OPENVERBS_ABI >= 56
+	IBV_QP_EX_WITH_FLUSH = 1 << 11,
+#endif
 	IBV_QP_EX_WITH_ATOMIC_WRITE = 1 << 12,
 };
 
@@ -1023,6 +1050,22 @@ enum ibv_qp_attr_mask {
 	IBV_QP_RATE_LIMIT = 1 << 25,
 };
 
+#if _OPENVERBS_ABI >= 56
+/* flags of ibv_query_qp_data_in_order(3) (rdma-core 56). */
+enum ibv_query_qp_data_in_order_flags {
+	/* answer with a vector of the capabilities below instead of 0/1 */
+	IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS = 1 << 0,
+};
+
+/* Capability bits of ibv_query_qp_data_in_order(3) (rdma-core 56). */
+enum ibv_query_qp_data_in_order_caps {
+	/* the data of one whole message is written in order */
+	IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG = 1 << 0,
+	/* data is written in order in aligned 128-byte blocks */
+	IBV_QUERY_QP_DATA_IN_ORDER_ALIGNED_128_BYTES = 1 << 1,
+};
+#endif
+
 enum ibv_qp_state {
 	IBV_QPS_RESET,
 	IBV_QPS_INIT,
@@ -1094,8 +1137,20 @@ enum ibv_wr_opcode {
 	IBV_WR_SEND_WITH_INV,
 	IBV_WR_TSO,
 	IBV_WR_DRIVER1,
+#if _OPENVERBS_ABI >= 56
+	IBV_WR_FLUSH = 14,
+#endif
 	IBV_WR_ATOMIC_WRITE = 15,
 };
+
+#if _OPENVERBS_ABI >= 56
+/*
+ * Name of a work request opcode (ibv_wr_opcode_str(3), rdma-core 56), e.g.
+ * "RDMA_WRITE" for IBV_WR_RDMA_WRITE; "unknown" for a value that is no
+ * opcode. Never NULL.
+ */
+const char *ibv_wr_opcode_str(enum ibv_wr_opcode opcode);
+#endif
 
 enum ibv_send_flags {
 	IBV_SEND_FENCE = 1 << 0,
@@ -1104,6 +1159,20 @@ enum ibv_send_flags {
 	IBV_SEND_INLINE = 1 << 3,
 	IBV_SEND_IP_CSUM = 1 << 4,
 };
+
+#if _OPENVERBS_ABI >= 56
+/* type of ibv_wr_flush(3): which point the data must reach (bit set). */
+enum ibv_placement_type {
+	IBV_FLUSH_GLOBAL = 1U << 0,	/* visible to every agent */
+	IBV_FLUSH_PERSISTENT = 1U << 1,	/* persistent (survives power loss) */
+};
+
+/* level of ibv_wr_flush(3): what is flushed. */
+enum ibv_selectivity_level {
+	IBV_FLUSH_RANGE = 0,		/* the given range of the region */
+	IBV_FLUSH_MR,			/* the whole region of the rkey */
+};
+#endif
 
 /* A host buffer for ibv_wr_set_inline_data_list(). */
 struct ibv_data_buf {
@@ -1320,6 +1389,13 @@ struct ibv_qp_ex {
 	void (*wr_atomic_write)(struct ibv_qp_ex *qp, uint32_t rkey,
 				uint64_t remote_addr,
 				const void *atomic_wr);
+#if _OPENVERBS_ABI >= 56
+	/* rdma-core 56: ibv_wr_flush(3); type is enum ibv_placement_type
+	 * bits, level an enum ibv_selectivity_level. */
+	void (*wr_flush)(struct ibv_qp_ex *qp, uint32_t rkey,
+			 uint64_t remote_addr, size_t len, uint8_t type,
+			 uint8_t level);
+#endif
 };
 
 /*
@@ -1374,6 +1450,15 @@ static inline void ibv_wr_atomic_write(struct ibv_qp_ex *qp, uint32_t rkey,
 {
 	qp->wr_atomic_write(qp, rkey, remote_addr, atomic_wr);
 }
+
+#if _OPENVERBS_ABI >= 56
+static inline void ibv_wr_flush(struct ibv_qp_ex *qp, uint32_t rkey,
+				uint64_t remote_addr, size_t len, uint8_t type,
+				uint8_t level)
+{
+	qp->wr_flush(qp, rkey, remote_addr, len, type, level);
+}
+#endif
 
 static inline void ibv_wr_rdma_write_imm(struct ibv_qp_ex *qp, uint32_t rkey,
 					 uint64_t remote_addr, __be32 imm_data)
@@ -1731,6 +1816,9 @@ enum ibv_flow_spec_type {
  * spec struct, val/mask the header fields (network byte order) and which
  * bits of them must match.
  */
+#if _OPENVERBS_ABI >= 56
+#define ETHERNET_LL_SIZE ETH_ALEN
+#endif
 struct ibv_flow_eth_filter {
 	uint8_t dst_mac[6];
 	uint8_t src_mac[6];
@@ -3022,7 +3110,9 @@ ibv_modify_qp_rate_limit(struct ibv_qp *qp,
  * ibv_query_qp_data_in_order(3): 1 when the data of one operation of type
  * op (RDMA read, RDMA write or send) arriving at qp is written to memory in
  * order, so that the CPU may poll the data instead of the completion; 0
- * otherwise.  flags must be 0.
+ * otherwise.  flags must be 0 (rdma-core 44); from rdma-core 56 flags may be
+ * IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS, and the answer is then a vector of
+ * enum ibv_query_qp_data_in_order_caps bits.
  */
 int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
 			       uint32_t flags);
@@ -3184,7 +3274,9 @@ const char *ibv_port_state_str(enum ibv_port_state port_state);
 /* Description of an event type (ibv_event_type_str(3)); never NULL. */
 const char *ibv_event_type_str(enum ibv_event_type event);
 
+#if _OPENVERBS_ABI < 56
 #define ETHERNET_LL_SIZE 6
+#endif
 
 /*
  * RoCE: resolves the destination MAC (ETHERNET_LL_SIZE bytes) and VLAN id

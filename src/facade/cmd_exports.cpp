@@ -83,10 +83,19 @@ OV_EXPORT int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice adv
 	return ov::kernel::cmd_advise_mr(pd, (enum ib_uverbs_advise_mr_advice)advice, flags, sg_list, num_sge);
 }
 
+#if _OPENVERBS_ABI >= 56
+// rdma-core 56: same symbol, an eighth argument with the provider's own
+// attributes (driver.h).
+OV_EXPORT int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access, struct verbs_mr *vmr, struct ibv_command_buffer *driver)
+{
+	return ov::kernel::cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr, driver);
+}
+#else
 OV_EXPORT int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access, struct verbs_mr *vmr)
 {
-	return ov::kernel::cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr);
+	return ov::kernel::cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr, nullptr);
 }
+#endif
 
 OV_EXPORT int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw, struct ibv_alloc_mw *cmd, size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp, size_t resp_size)
 {
@@ -105,8 +114,15 @@ OV_EXPORT int ibv_cmd_create_cq(struct ibv_context *context, int cqe, struct ibv
 
 OV_EXPORT int ibv_cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags)
 {
-	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags);
+	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, nullptr);
 }
+
+#if _OPENVERBS_ABI >= 56
+OV_EXPORT int ibv_cmd_create_cq_ex2(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver)
+{
+	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, driver);
+}
+#endif
 
 OV_EXPORT int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 {

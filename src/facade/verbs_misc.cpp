@@ -48,6 +48,14 @@ OV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 	return ov::verbs::wc_status_str(status);
 }
 
+#if _OPENVERBS_ABI >= 56
+// ibv_wr_opcode_str(3), rdma-core 56 (IBVERBS_PRIVATE_34): never NULL.
+OV_EXPORT const char *ibv_wr_opcode_str(enum ibv_wr_opcode opcode)
+{
+	return ov::verbs::wr_opcode_str(opcode);
+}
+#endif
+
 OV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate)
 {
 	return ov::verbs::rate_to_mult(rate);

@@ -120,13 +120,13 @@ int cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel 
 
 int cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
 		     struct verbs_cq *cq, void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
-		     size_t resp_size, uint32_t cmd_flags) noexcept
+		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver) noexcept
 {
 	if (!context || !cq_attr || !cq)
 		return fail(EINVAL);
 	CompatBuffer<ib_uverbs_ex_create_cq, ib_uverbs_ex_create_cq_resp> link(
 		UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, cmd, cmd_size, resp, resp_size,
-		kLegacyExSize<ib_uverbs_ex_create_cq>);
+		kLegacyExSize<ib_uverbs_ex_create_cq>, driver);
 	uint32_t flags = 0;
 
 	if (cq_attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))

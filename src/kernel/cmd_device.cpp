@@ -269,6 +269,10 @@ int cmd_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_por
 	case Fallback::Success:
 		copy_port_attr(port_attr, &resp_ex.legacy_resp);
 		port_attr->port_cap_flags2 = resp_ex.port_cap_flags2;
+#if _OPENVERBS_ABI >= 56
+		// Kernels before 6.9 leave the field zero (it was reserved).
+		port_attr->active_speed_ex = resp_ex.active_speed_ex;
+#endif
 		return 0;
 	case Fallback::TryWrite: {
 		LegacyReq<ib_uverbs_query_port> stack = {};

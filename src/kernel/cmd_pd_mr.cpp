@@ -170,11 +170,11 @@ int cmd_advise_mr(struct ibv_pd *pd, enum ib_uverbs_advise_mr_advice advice, uin
 }
 
 int cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access,
-		      struct verbs_mr *vmr) noexcept
+		      struct verbs_mr *vmr, struct ibv_command_buffer *driver) noexcept
 {
 	if (!pd || !vmr)
 		return fail(EINVAL);
-	CommandBuffer cmdb(UVERBS_OBJECT_MR, UVERBS_METHOD_REG_DMABUF_MR, 9);
+	CommandBuffer cmdb(UVERBS_OBJECT_MR, UVERBS_METHOD_REG_DMABUF_MR, 9, driver);
 	if (!cmdb.ok())
 		return fail(ENOMEM);
 	uint32_t lkey = 0, rkey = 0;

@@ -40,8 +40,10 @@ int cmd_dereg_mr(struct verbs_mr *vmr) noexcept;
 int cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr, uint32_t mr_handle) noexcept;
 int cmd_advise_mr(struct ibv_pd *pd, enum ib_uverbs_advise_mr_advice advice, uint32_t flags,
 		  struct ibv_sge *sg_list, uint32_t num_sge) noexcept;
+// driver: the provider's own attributes (rdma-core 56's eighth argument),
+// linked after ours; NULL for none.
 int cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd,
-		      int access, struct verbs_mr *vmr) noexcept;
+		      int access, struct verbs_mr *vmr, struct ibv_command_buffer *driver) noexcept;
 int cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw, void *cmd, size_t cmd_size,
 		 struct ib_uverbs_alloc_mw_resp *resp, size_t resp_size) noexcept;
 int cmd_dealloc_mw(struct ibv_mw *mw) noexcept;
@@ -56,9 +58,11 @@ int cmd_close_xrcd(struct verbs_xrcd *xrcd) noexcept;
 int cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel *channel, int comp_vector,
 		  struct ibv_cq *cq, void *cmd, size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
 		  size_t resp_size) noexcept;
+// driver: the provider's own attributes (ibv_cmd_create_cq_ex2 of
+// rdma-core 56), linked after the legacy request's; NULL for none.
 int cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
 		     struct verbs_cq *cq, void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
-		     size_t resp_size, uint32_t cmd_flags) noexcept;
+		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver) noexcept;
 int cmd_destroy_cq(struct ibv_cq *cq) noexcept;
 int cmd_resize_cq(struct ibv_cq *cq, int cqe, void *cmd, size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
 		  size_t resp_size) noexcept;
@@ -157,8 +161,9 @@ template <class Core> inline Core *core_of_ex(void *cmd) noexcept
 // the legacy request to be rebuilt in place.
 template <class Core, class Resp> struct CompatBuffer : CommandBuffer {
 	CompatBuffer(uint16_t object, uint16_t method, void *cmd, size_t cmd_size, void *resp,
-		     size_t resp_size, size_t core_req = kLegacySize<Core>) noexcept
-		: CommandBuffer(object, method, 2)
+		     size_t resp_size, size_t core_req = kLegacySize<Core>,
+		     struct ibv_command_buffer *driver = nullptr) noexcept
+		: CommandBuffer(object, method, 2, driver)
 	{
 		if (ok())
 			set_uhw(cmd, core_req, cmd_size, resp, sizeof(Resp), resp_size);

@@ -247,14 +247,18 @@ int get_ca(const char *ca_name, umad_ca_t *ca) noexcept
 }
 
 // With *port > 0, checks that port; otherwise picks one.  Returns 1 for an
-// ACTIVE port (or a switch), 0 for a usable one, -1 when none.
-int resolve_ca_port(const char *ca_name, int *port) noexcept
+// ACTIVE port (or a switch), 0 for a usable one, -1 when none.  With
+// smi_only (umad_open_smi_port), ports that are no SMI port (is_smi_port)
+// are not usable.
+int resolve_ca_port(const char *ca_name, int *port, bool smi_only) noexcept
 {
 	umad_ca_t ca;
 	memset(&ca, 0, sizeof(ca));
 	if (get_ca(ca_name, &ca) < 0)
 		return -1;
-	auto is_ib = [](const umad_port_t *p) {
+	auto is_ib = [smi_only](const umad_port_t *p) {
+		if (smi_only && !is_smi_port(p))
+			return false;
 		return !strcmp(p->link_layer, "InfiniBand") || !strcmp(p->link_layer, "IB");
 	};
 	int ret = -1;
@@ -286,7 +290,8 @@ int resolve_ca_port(const char *ca_name, int *port) noexcept
 		if (active < 0 && up < 0) {
 			// Last resort, link layer not checked (rdma-core 44 does the same).
 			for (int i = 0; i <= ca.numports; ++i) {
-				if (ca.ports[i] && ca.ports[i]->phys_state != kPhysDisabled) {
+				if (ca.ports[i] && ca.ports[i]->phys_state != kPhysDisabled &&
+				    (!smi_only || is_smi_port(ca.ports[i]))) {
 					up = *port = i;
 					break;
 				}
@@ -301,17 +306,20 @@ int resolve_ca_port(const char *ca_name, int *port) noexcept
 }
 
 // Chooses the CA (and, with best_port, the port) a call refers to.
-// 0 and out filled, or -1.
-int resolve_ca_name(const char *ca_in, int *best_port, CaName *out) noexcept
+// 0 and out filled, or -1.  With smi_only only SMI ports count, a named
+// port included (rdma-core 56's umad_open_smi_port), and there is no
+// "mthca0" fallback.
+int resolve_ca_name(const char *ca_in, int *best_port, CaName *out,
+		    bool smi_only = false) noexcept
 {
 	auto set = [out](const char *name) {
 		snprintf(out->name, sizeof(out->name), "%s", name);
 		return 0;
 	};
-	if (ca_in && (!best_port || *best_port))
+	if (ca_in && (!best_port || *best_port) && !smi_only)
 		return set(ca_in);
 	if (ca_in) {
-		if (resolve_ca_port(ca_in, best_port) < 0)
+		if (resolve_ca_port(ca_in, best_port, smi_only) < 0)
 			return -1;
 		return set(ca_in);
 	}
@@ -323,7 +331,7 @@ int resolve_ca_name(const char *ca_in, int *best_port, CaName *out) noexcept
 	int fallback_port = 0;
 	for (const struct umad_device_node *node = list; node; node = node->next) {
 		int port = best_port ? *best_port : 0;
-		int type = resolve_ca_port(node->ca_name, &port);
+		int type = resolve_ca_port(node->ca_name, &port, smi_only);
 		if (type < 0)
 			continue;
 		if (type > 0) {
@@ -346,6 +354,8 @@ int resolve_ca_name(const char *ca_in, int *best_port, CaName *out) noexcept
 		return 0;
 	}
 	umad_free_ca_device_list(list);
+	if (smi_only)
+		return -1;
 	if (best_port)
 		*best_port = kDefaultPort;
 	return set(kDefaultCa);
@@ -375,11 +385,22 @@ int dev_to_umad_id(const char *dev, unsigned port) noexcept
 
 } // namespace
 
-// Used by port_io.cpp (umad_open_port): resolves (ca, port) to a umad index.
-int resolve_umad_id(const char *ca_name, int portnum, int *umad_id) noexcept
+// The IsSMDisabled bit of PortInfo:CapabilityMask (IBA 14.2.5.6): set on
+// the ports of a device whose subnet management goes through another
+// (SMI) device.
+constexpr uint32_t kCapIsSmDisabled = 1u << 10;
+
+bool is_smi_port(const umad_port_t *port) noexcept
+{
+	return !(be32toh(port->capmask) & kCapIsSmDisabled);
+}
+
+// Used by port_io.cpp (umad_open_port, umad_open_smi_port): resolves
+// (ca, port) to a umad index.
+int resolve_umad_id(const char *ca_name, int portnum, int *umad_id, bool smi_only) noexcept
 {
 	CaName found;
-	if (resolve_ca_name(ca_name, &portnum, &found) < 0)
+	if (resolve_ca_name(ca_name, &portnum, &found, smi_only) < 0)
 		return -ENODEV;
 	int id = dev_to_umad_id(found.name, static_cast<unsigned>(portnum));
 	if (id < 0)
@@ -503,7 +524,7 @@ UMAD_EXPORT int umad_get_issm_path(const char *ca_name, int portnum, char path[]
 	if (!path || max <= 0)
 		return -EINVAL;
 	int id = -1;
-	if (int r = resolve_umad_id(ca_name, portnum, &id))
+	if (int r = resolve_umad_id(ca_name, portnum, &id, false))
 		return r;
 	snprintf(path, static_cast<size_t>(max), "%s/infiniband/issm%u", dev_root(),
 		 static_cast<unsigned>(id));

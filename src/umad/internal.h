@@ -81,6 +81,15 @@ int ioctl_register2(int fd, uint32_t *id, uint32_t *flags, uint32_t qpn,
 		    uint8_t rmpp_version) noexcept;
 int ioctl_unregister(int fd, uint32_t *id) noexcept;
 
+// ---- devices (devices.cpp) -------------------------------------------------
+// (ca, port) -> index N of /dev/infiniband/umadN, choosing defaults as
+// umad_open_port does; with smi_only only SMI ports (is_smi_port) count.
+// 0, -ENODEV (nothing to choose), -EINVAL (no umad device for the port).
+int resolve_umad_id(const char *ca_name, int portnum, int *umad_id, bool smi_only) noexcept;
+// False when the port's capability mask has IsSMDisabled (bit 10): its
+// subnet management goes through another device's port.
+bool is_smi_port(const umad_port_t *port) noexcept;
+
 // ---- shared state --------------------------------------------------------
 // True once umad_open_port saw a kernel with the P_Key-index capable header
 // (ABI > 5 or IB_USER_MAD_ENABLE_PKEY accepted); selects umad_size() 64 vs 56.

@@ -16,8 +16,6 @@
 
 namespace ov::umad {
 
-int resolve_umad_id(const char *ca_name, int portnum, int *umad_id) noexcept;
-
 namespace {
 int g_debug = 0;
 bool g_new_api = false;
@@ -103,13 +101,17 @@ void warn(const char *func, const char *fmt, ...) noexcept
 
 using namespace ov::umad;
 
-UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum)
+namespace ov::umad {
+namespace {
+// umad_open_port and umad_open_smi_port: the ABI check, the port choice,
+// then O_RDWR|O_NONBLOCK on /dev/infiniband/umadN.
+int open_umad_port(const char *func, const char *ca_name, int portnum, bool smi_only) noexcept
 {
 	unsigned abi = abi_version();
 	if (!abi)
 		return -EOPNOTSUPP;
 	int id = -1;
-	if (int r = resolve_umad_id(ca_name, portnum, &id))
+	if (int r = resolve_umad_id(ca_name, portnum, &id, smi_only))
 		return r;
 	char path[kPathMax];
 	if (!make_path(path, sizeof(path), "%s/infiniband/umad%d", dev_root(), id))
@@ -117,14 +119,28 @@ UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum)
 	int fd = open(path, O_RDWR | O_NONBLOCK);
 	if (fd < 0) {
 		if (debug_level())
-			warn("umad_open_port", "open %s failed: %s", path, strerror(errno));
+			warn(func, "open %s failed: %s", path, strerror(errno));
 		return -EIO;
 	}
 	set_new_user_mad_api(abi > IB_UMAD_ABI_VERSION || ioctl_enable_pkey(fd) == 0);
 	if (debug_level())
-		warn("umad_open_port", "opened %s fd %d portid %d", path, fd, id);
+		warn(func, "opened %s fd %d portid %d", path, fd, id);
 	return fd;
 }
+} // namespace
+} // namespace ov::umad
+
+UMAD_EXPORT int umad_open_port(const char *ca_name, int portnum)
+{
+	return open_umad_port("umad_open_port", ca_name, portnum, false);
+}
+
+#if _OPENVERBS_ABI >= 56
+UMAD_EXPORT int umad_open_smi_port(const char *ca_name, int portnum)
+{
+	return open_umad_port("umad_open_smi_port", ca_name, portnum, true);
+}
+#endif
 
 UMAD_EXPORT int umad_close_port(int portid)
 {

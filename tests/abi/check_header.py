@@ -55,21 +55,30 @@ def main():
         print(proc.stdout)
         return 1
 
-    ours = os.path.realpath(os.path.join(args.include, "infiniband"))
+    # The include root may be a staged tree of symbolic links (a build
+    # tree's include/): the folders its links point into are ours too.
+    def real_dirs(sub):
+        top = os.path.join(args.include, sub)
+        dirs = {os.path.realpath(top)}
+        if os.path.isdir(top):
+            dirs |= {os.path.dirname(os.path.realpath(os.path.join(top, n)))
+                     for n in os.listdir(top) if n.endswith(".h")}
+        return dirs
+    ours, ours_rdma = real_dirs("infiniband"), real_dirs("rdma")
     foreign = []
     with open(deps) as f:
         for word in f.read().replace("\\\n", " ").split():
             real = os.path.realpath(word) if word.endswith(".h") else ""
             if os.path.basename(os.path.dirname(real)) == "infiniband" and \
-                    os.path.dirname(real) != ours:
+                    os.path.dirname(real) not in ours:
                 foreign.append(real)
             # librdmacm's headers share /usr/include/rdma with the kernel's.
             if os.path.basename(real) in RDMACM and \
-                    os.path.dirname(real) != os.path.join(os.path.dirname(ours), "rdma"):
+                    os.path.dirname(real) not in ours_rdma:
                 foreign.append(real)
     if foreign:
         print("FAIL: %s uses headers from outside %s: %s"
-              % (path, ours, " ".join(sorted(set(foreign)))))
+              % (path, args.include, " ".join(sorted(set(foreign)))))
         return 1
     if proc.stdout.strip():
         print(proc.stdout)

@@ -2,7 +2,7 @@
 """Check a shared library's exported surface against the symbol tables.
 
     check_symbols.py --lib build/lib/libibverbs.so.1 --soname libibverbs.so.1
-                     [--table src/facade/libibverbs.symbols]
+                     [--table src/facade/libibverbs.symbols] [--abi 44|56]
                      --debian tests/abi/debian-libibverbs.so.1.symbols
                      [--installed /usr/lib/x86_64-linux-gnu/libibverbs.so.1]
 
@@ -16,7 +16,8 @@ the format of Debian's lists:
 
 and must equal
   * the project's table (--table), entry for entry, including each node's
-    parent when the table names one;
+    parent when the table names one; only the table's lines of ABI target
+    --abi count (a line may end with "abi>=N", "abi<N" or "abi=N,M");
   * Debian's list, restricted to the version nodes Debian's list has (a
     missing, extra or re-versioned entry fails; extra entries are allowed only
     in nodes Debian does not have);
@@ -56,8 +57,25 @@ def node_of(entry):
     return entry.rsplit("@", 1)[1]
 
 
-def read_table(path):
-    """Read a table in Debian's list format (optionally "A NODE PARENT")."""
+def abi_condition_holds(cond, abi, where):
+    """Evaluate a table line's target condition ("abi>=N", "abi<N",
+    "abi=N[,M...]"), as cmake/OpenverbsAbiCondition.cmake does."""
+    m = re.match(r"^abi(>=|<|=)([0-9]+(?:,[0-9]+)*)$", cond)
+    if not m or (m.group(1) != "=" and "," in m.group(2)):
+        raise SystemExit("%s: bad ABI target condition '%s'" % (where, cond))
+    values = [int(v) for v in m.group(2).split(",")]
+    if m.group(1) == ">=":
+        return abi >= values[0]
+    if m.group(1) == "<":
+        return abi < values[0]
+    return abi in values
+
+
+def read_table(path, abi=None):
+    """Read a table in Debian's list format (optionally "A NODE PARENT"),
+    keeping the lines of ABI target `abi` (lines may end with a target
+    condition; with abi None, a condition is an error: Debian's lists have
+    none)."""
     s = Surface()
     with open(path) as f:
         for number, raw in enumerate(f, 1):
@@ -65,6 +83,13 @@ def read_table(path):
             if not line or line.startswith("#"):
                 continue
             words = line.split()
+            if len(words) > 1 and words[-1].startswith("abi"):
+                where = "%s:%d" % (path, number)
+                if abi is None:
+                    raise SystemExit("%s: target condition without --abi" % where)
+                if not abi_condition_holds(words[-1], abi, where):
+                    continue
+                words = words[:-1]
             if words[0] == "A" and len(words) in (2, 3):
                 s.entries.add("A " + words[1])
                 if len(words) == 3:
@@ -186,6 +211,8 @@ def main():
     ap.add_argument("--table", help="the project's symbol table")
     ap.add_argument("--debian", required=True, help="Debian's symbol list")
     ap.add_argument("--installed", help="Debian's installed library (skipped if absent)")
+    ap.add_argument("--abi", type=int, default=44,
+                    help="ABI target: keeps the table lines of that target (default 44)")
     args = ap.parse_args()
 
     problems = Problems()
@@ -195,7 +222,7 @@ def main():
         if not os.path.isfile(args.table):
             problems.add("project table %s does not exist" % args.table)
         else:
-            table = read_table(args.table)
+            table = read_table(args.table, args.abi)
             # The table alone must already agree with Debian's list.
             compare(problems, "table against Debian list", debian, table, debian.nodes())
 

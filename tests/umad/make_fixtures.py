@@ -200,6 +200,24 @@ def sim(r):
 
 
 @scenario
+def smigsi(r):
+    """rdma-core 56's SMI/GSI split: data device mlx5_0 (IsSMDisabled, bit
+    10 of cap_mask) and SMI device smi1 sharing port GUID ...e001; a classic
+    two-port HCA mlx5_2 beside them (port 1 INIT, port 2 ACTIVE)."""
+    g = 0x0002C90300E0E001
+    c = ca(r, "smi1", guid=0x0002C90300E0E000)
+    port(c, 1, guid=g, cap="0xa651e848", lid="0x9")
+    c = ca(r, "mlx5_2", guid=0x0002C90300F0F000)
+    port(c, 1, state="2: INIT", guid=0x0002C90300F0F001, lid="0x0")
+    port(c, 2, guid=0x0002C90300F0F002, lid="0xb")
+    c = ca(r, "mlx5_0", guid=0x0002C90300E0E000)
+    port(c, 1, guid=g, cap="0xa651ec48", lid="0x9")
+    for i, (d, p) in enumerate([("mlx5_0", 1), ("smi1", 1), ("mlx5_2", 1),
+                                ("mlx5_2", 2)]):
+        umad(r, i, d, p)
+
+
+@scenario
 def empty(r):
     """/sys/class/infiniband exists but lists no device."""
     os.makedirs(os.path.join(r, "class", "infiniband"))

@@ -371,6 +371,133 @@ TEST_F(UmadFixture, OpenPortSendRecvOnAFileDouble)
 	rmdir(tmpl);
 }
 
+#if _OPENVERBS_ABI >= 56
+// rdma-core 56 (IBUMAD_1.3/1.4): SMI/GSI pairs on the "smigsi" fixture.
+std::string pair_str(const umad_ca_pair &p)
+{
+	return std::string(p.smi_name) + "/" + std::to_string(p.smi_preferred_port) + " " +
+	       p.gsi_name + "/" + std::to_string(p.gsi_preferred_port);
+}
+
+TEST_F(UmadFixture, SmiGsiPairsOnePerPortGuid)
+{
+	Scenario s("smigsi");
+	umad_ca_pair cas[8];
+	memset(cas, 0x5a, sizeof(cas));
+	ASSERT_EQ(umad_get_smi_gsi_pairs(cas, 8), 3);
+	// Devices in umad_get_cas_names() order (alphabetical): mlx5_0's port
+	// GUID is shared with smi1, whose port is the SMI side.
+	EXPECT_EQ(pair_str(cas[0]), "smi1/1 mlx5_0/1");
+	EXPECT_EQ(pair_str(cas[1]), "mlx5_2/1 mlx5_2/1");
+	EXPECT_EQ(pair_str(cas[2]), "mlx5_2/2 mlx5_2/2");
+	for (int i = 3; i < 8; ++i)
+		EXPECT_EQ(pair_str(cas[i]), "/0 /0") << i; // zeroed
+	EXPECT_EQ(umad_get_smi_gsi_pairs(cas, 2), 2);
+	EXPECT_EQ(pair_str(cas[1]), "mlx5_2/1 mlx5_2/1");
+	EXPECT_EQ(umad_get_smi_gsi_pairs(cas, 0), 0);
+	EXPECT_EQ(umad_get_smi_gsi_pairs(nullptr, 3), -1);
+}
+
+TEST_F(UmadFixture, SmiGsiPairsClassicAndSwitch)
+{
+	{
+		Scenario s("ib2port");
+		umad_ca_pair cas[4];
+		ASSERT_EQ(umad_get_smi_gsi_pairs(cas, 4), 2);
+		EXPECT_EQ(pair_str(cas[0]), "mlx5_0/1 mlx5_0/1");
+		EXPECT_EQ(pair_str(cas[1]), "mlx5_0/2 mlx5_0/2");
+	}
+	{
+		Scenario s("switch");
+		umad_ca_pair cas[2];
+		ASSERT_EQ(umad_get_smi_gsi_pairs(cas, 2), 1);
+		EXPECT_EQ(pair_str(cas[0]), "sw0/0 sw0/0");
+	}
+	{
+		Scenario s("empty");
+		umad_ca_pair cas[2];
+		EXPECT_EQ(umad_get_smi_gsi_pairs(cas, 2), 0);
+	}
+}
+
+TEST_F(UmadFixture, SmiGsiPairByName)
+{
+	Scenario s("smigsi");
+	umad_ca_pair p{};
+	ASSERT_EQ(umad_get_smi_gsi_pair_by_ca_name("mlx5_0", 1, &p, 1), 0);
+	EXPECT_EQ(pair_str(p), "smi1/1 mlx5_0/1");
+	ASSERT_EQ(umad_get_smi_gsi_pair_by_ca_name("smi1", 0, &p, 1), 0);
+	EXPECT_EQ(pair_str(p), "smi1/1 mlx5_0/1");
+	ASSERT_EQ(umad_get_smi_gsi_pair_by_ca_name("mlx5_2", 2, &p, 0), 0);
+	EXPECT_EQ(pair_str(p), "mlx5_2/2 mlx5_2/2");
+	ASSERT_EQ(umad_get_smi_gsi_pair_by_ca_name(nullptr, 0, &p, 1), 0);
+	EXPECT_EQ(pair_str(p), "smi1/1 mlx5_0/1");
+	ASSERT_EQ(umad_get_smi_gsi_pair_by_ca_name(nullptr, 2, &p, 1), 0);
+	EXPECT_EQ(pair_str(p), "mlx5_2/2 mlx5_2/2");
+	EXPECT_EQ(umad_get_smi_gsi_pair_by_ca_name("mlx5_2", 3, &p, 0), 1);
+	EXPECT_EQ(umad_get_smi_gsi_pair_by_ca_name("nosuch", 0, &p, 0), 1);
+	EXPECT_EQ(umad_get_smi_gsi_pair_by_ca_name("mlx5_0", 1, nullptr, 0), -1);
+}
+
+// umad_open_smi_port() skips ports whose IsSMDisabled bit is set.
+TEST_F(UmadFixture, OpenSmiPortChoosesSmiPorts)
+{
+	char tmpl[] = "/tmp/umad-dev-XXXXXX";
+	ASSERT_NE(mkdtemp(tmpl), nullptr);
+	std::string dev = std::string(tmpl) + "/infiniband";
+	ASSERT_EQ(mkdir(dev.c_str(), 0700), 0);
+	std::vector<std::string> nodes;
+	for (int i = 0; i < 4; ++i) {
+		nodes.push_back(dev + "/umad" + std::to_string(i));
+		int made = open(nodes.back().c_str(), O_CREAT | O_RDWR, 0600);
+		ASSERT_GE(made, 0);
+		close(made);
+	}
+	{
+		Scenario s("smigsi", tmpl);
+		EXPECT_EQ(umad_open_smi_port("mlx5_0", 1), -ENODEV);
+		EXPECT_EQ(umad_open_smi_port("mlx5_0", 0), -ENODEV);
+		int fd = umad_open_smi_port("smi1", 0);
+		ASSERT_GE(fd, 0);
+		char link[64], target[4096] = {};
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ASSERT_GT(readlink(link, target, sizeof(target) - 1), 0);
+		EXPECT_EQ(std::string(target), nodes[1]);
+		umad_close_port(fd);
+		fd = umad_open_smi_port("mlx5_2", 0); // the ACTIVE port 2
+		ASSERT_GE(fd, 0);
+		memset(target, 0, sizeof(target));
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ASSERT_GT(readlink(link, target, sizeof(target) - 1), 0);
+		EXPECT_EQ(std::string(target), nodes[3]);
+		umad_close_port(fd);
+		// Without a name: some device with an ACTIVE SMI port, never mlx5_0.
+		fd = umad_open_smi_port(nullptr, 0);
+		ASSERT_GE(fd, 0);
+		memset(target, 0, sizeof(target));
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ASSERT_GT(readlink(link, target, sizeof(target) - 1), 0);
+		EXPECT_NE(std::string(target), nodes[0]);
+		umad_close_port(fd);
+		// umad_open_port itself still opens the data device's port.
+		fd = umad_open_port("mlx5_0", 1);
+		ASSERT_GE(fd, 0);
+		umad_close_port(fd);
+		EXPECT_EQ(umad_open_smi_port("nosuch", 0), -ENODEV);
+	}
+	{
+		Scenario s("empty", tmpl);
+		testing::internal::CaptureStderr();
+		EXPECT_EQ(umad_open_smi_port(nullptr, 0), -EOPNOTSUPP);
+		testing::internal::GetCapturedStderr();
+	}
+	for (const auto &n : nodes)
+		unlink(n.c_str());
+	rmdir(dev.c_str());
+	rmdir(tmpl);
+}
+#endif
+
 TEST(UmadArgs, BadInputGetsAnErrnoNotACrash)
 {
 	EXPECT_EQ(umad_get_port(nullptr, 0, nullptr), -EINVAL);

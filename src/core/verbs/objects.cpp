@@ -436,7 +436,21 @@ int set_ece(struct ibv_qp *qp, struct ibv_ece *ece) noexcept
 int query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags) noexcept
 {
 #if defined(__x86_64__) || defined(__i386__)
+#if _OPENVERBS_ABI >= 56
+	// rdma-core 56: flags may ask for the capability vector; unknown flags
+	// answer 0.  The provider answers with capability bits; in-order whole
+	// messages imply in-order aligned 128-byte blocks.
+	if (flags & ~(uint32_t)IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS)
+		return 0;
+	int caps = get_ops(qp->context)->query_qp_data_in_order(qp, op, flags);
+	if (caps & IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG)
+		caps |= IBV_QUERY_QP_DATA_IN_ORDER_ALIGNED_128_BYTES;
+	if (flags & IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS)
+		return caps;
+	return (caps & IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG) ? 1 : 0;
+#else
 	return get_ops(qp->context)->query_qp_data_in_order(qp, op, flags);
+#endif
 #else
 	// Only x86 guarantees in-order visibility of DMA writes to the CPU.
 	(void)qp;

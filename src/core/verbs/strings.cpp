@@ -125,6 +125,26 @@ const char *wc_status_str(enum ibv_wc_status status) noexcept
 	return lookup(names, status);
 }
 
+#if _OPENVERBS_ABI >= 56
+const char *wr_opcode_str(enum ibv_wr_opcode opcode) noexcept
+{
+	// rdma-core 56's names (lower case, words joined by '-'), indexed by
+	// the opcode's value; 12 and 13 are no opcodes.
+	static const char *const names[] = {
+		"rdma-write",	     "rdma-write-with-imm", "send",	 "send-with-imm",
+		"rdma-read",	     "atomic-cmp-and-swp",  "atomic-fetch-and-add",
+		"local-inv",	     "bind-mw",		    "send-with-inv", "tso",
+		"driver1",	     nullptr,		    nullptr,	     "flush",
+		"atomic-write",
+	};
+	static_assert(IBV_WR_FLUSH == 14 && IBV_WR_ATOMIC_WRITE == 15 && IBV_WR_DRIVER1 == 11);
+	auto i = static_cast<unsigned>(opcode);
+	if (i < sizeof(names) / sizeof(names[0]) && names[i])
+		return names[i];
+	return "unknown";
+}
+#endif
+
 int rate_to_mult(enum ibv_rate rate) noexcept
 {
 	for (const auto &row : kRates)

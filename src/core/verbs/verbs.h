@@ -115,6 +115,10 @@ const char *node_type_str(enum ibv_node_type type) noexcept;
 const char *port_state_str(enum ibv_port_state state) noexcept;
 const char *event_type_str(enum ibv_event_type event) noexcept;
 const char *wc_status_str(enum ibv_wc_status status) noexcept;
+#if _OPENVERBS_ABI >= 56
+// ibv_wr_opcode_str(3) (rdma-core 56): never NULL, "unknown" for no opcode.
+const char *wr_opcode_str(enum ibv_wr_opcode opcode) noexcept;
+#endif
 int rate_to_mult(enum ibv_rate rate) noexcept;
 enum ibv_rate mult_to_rate(int mult) noexcept;
 int rate_to_mbps(enum ibv_rate rate) noexcept;

@@ -301,7 +301,7 @@ def main():
             print("  " + p)
         print("FAIL")
         return 1
-    print("PASS: every compared record and enum matches rdma-core 44")
+    print("PASS: every compared record and enum matches the dump")
     return 0
 
 

@@ -143,21 +143,44 @@ def header_path(h):
     return h if "/" in h else "infiniband/" + h
 
 
+def side_dirs(root, sub):
+    """Real folders that hold the headers of root/sub (sub: "infiniband" or
+    "rdma"): the folder itself and, for a staged tree of symbolic links (a
+    build tree's include/ beside its generated openverbs_abi.h), the folders
+    the links point into.  clang reports real paths."""
+    top = os.path.join(root, sub)
+    dirs = {os.path.realpath(top)}
+    if os.path.isdir(top):
+        for name in os.listdir(top):
+            if name.endswith(".h"):
+                dirs.add(os.path.dirname(os.path.realpath(os.path.join(top, name))))
+    return frozenset(dirs)
+
+
+class SideDirs:
+    """The real folders of one side's infiniband/ and rdma/ headers."""
+
+    def __init__(self, root):
+        self.infiniband = side_dirs(root, "infiniband")
+        self.rdma = side_dirs(root, "rdma")
+
+
 def owner_of(path, wanted_dir):
     """Label of the header a declaration belongs to, or None to ignore it.
 
-    A header of the side's infiniband/ folder is labelled by its basename;
-    one of the side's rdma/ folder (librdmacm's public headers) and a kernel
-    uapi header by "rdma/<basename>" (Debian installs both kinds in the one
-    folder /usr/include/rdma); anything else is ignored.
+    wanted_dir is the side's SideDirs.  A header of the side's infiniband/
+    folder is labelled by its basename; one of the side's rdma/ folder
+    (librdmacm's public headers) and a kernel uapi header by
+    "rdma/<basename>" (Debian installs both kinds in the one folder
+    /usr/include/rdma); anything else is ignored.
     """
     if not path:
         return None
     real = os.path.realpath(path)
     folder = os.path.dirname(real)
-    if folder == wanted_dir:
+    if folder in wanted_dir.infiniband:
         return os.path.basename(real)
-    if folder == UAPI_DIR or folder == os.path.join(os.path.dirname(wanted_dir), "rdma"):
+    if folder == UAPI_DIR or folder in wanted_dir.rdma:
         return "rdma/" + os.path.basename(real)
     return None
 
@@ -212,7 +235,7 @@ class _AstReader:
 
     def __init__(self, inv, wanted_dir):
         self.inv = inv
-        self.wanted_dir = wanted_dir   # realpath of <root>/infiniband
+        self.wanted_dir = wanted_dir   # SideDirs of the side
 
     def header_of(self, path):
         return owner_of(path, self.wanted_dir)
@@ -368,7 +391,7 @@ def _read_macros(inv, text, header_of):
 def scan(root, headers, workdir, clang="clang", tag="side"):
     """Build the Inventory of `headers` (basenames) under root/infiniband."""
     inv = Inventory(root)
-    wanted_dir = os.path.realpath(os.path.join(root, "infiniband"))
+    wanted_dir = SideDirs(root)
     for h in headers:
         (inv.present if os.path.isfile(os.path.join(root, header_path(h)))
          else inv.missing).append(h)

@@ -812,3 +812,101 @@ TEST(BadInput, ShortProviderBuffersAreRefusedUntouched)
 		EXPECT_EQ(0x5a, b);
 	EXPECT_TRUE(k.writes.empty());
 }
+
+#if _OPENVERBS_ABI >= 56
+// rdma-core 56: ibv_cmd_create_cq_ex2 sends the provider's own attributes
+// (linked command buffer) with the CQ_CREATE method; ibv_cmd_create_cq_ex is
+// the same without them.
+TEST(Abi56, CreateCqEx2CarriesTheProviderAttributes)
+{
+	FakeKernel k;
+	FakeContext c;
+	CommandBuffer drv(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 1);
+	drv.const_in(0x1000 /* a driver attribute id */, 7);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		if (auto *h = kt::live_attr(hdr, UVERBS_ATTR_CREATE_CQ_HANDLE))
+			h->data = 5;
+		if (auto *cqe = kt::live_attr(hdr, UVERBS_ATTR_CREATE_CQ_RESP_CQE))
+			*reinterpret_cast<uint32_t *>((uintptr_t)cqe->data) = 31;
+		return 0;
+	};
+	LegacyReqEx<ib_uverbs_ex_create_cq> cmd = {};
+	struct ib_uverbs_ex_create_cq_resp resp = {};
+	struct verbs_cq cq = {};
+	struct ibv_cq_init_attr_ex attr = {};
+	attr.cqe = 16;
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+					   sizeof(cmd), &resp, sizeof(resp), 0, drv.get()));
+	EXPECT_EQ(5u, cq.cq.handle);
+	EXPECT_EQ(31, cq.cq.cqe);
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_METHOD_CQ_CREATE, call.hdr().method_id);
+	ASSERT_NE(nullptr, call.find(0x1000));
+	EXPECT_EQ(7u, call.find(0x1000)->data);
+	EXPECT_EQ(16u, call.find(UVERBS_ATTR_CREATE_CQ_CQE)->data);
+
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+					   sizeof(cmd), &resp, sizeof(resp), 0, nullptr));
+	EXPECT_EQ(nullptr, k.ioctls.at(1).find(0x1000));
+	EXPECT_EQ(EINVAL, ibv_cmd_create_cq_ex2(nullptr, &attr, &cq, nullptr, 0, nullptr, 0, 0, nullptr));
+}
+
+// rdma-core 56: the eighth argument of ibv_cmd_reg_dmabuf_mr.
+TEST(Abi56, RegDmabufMrWithProviderAttributes)
+{
+	FakeKernel k;
+	FakeContext c;
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	pd.handle = 3;
+	CommandBuffer drv(UVERBS_OBJECT_MR, UVERBS_METHOD_REG_DMABUF_MR, 1);
+	drv.const_in(0x1001, 42);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		if (auto *h = kt::live_attr(hdr, UVERBS_ATTR_REG_DMABUF_MR_HANDLE))
+			h->data = 9;
+		if (auto *l = kt::live_attr(hdr, UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY))
+			*reinterpret_cast<uint32_t *>((uintptr_t)l->data) = 0x111;
+		if (auto *r = kt::live_attr(hdr, UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY))
+			*reinterpret_cast<uint32_t *>((uintptr_t)r->data) = 0x222;
+		return 0;
+	};
+	struct verbs_mr mr = {};
+	ASSERT_EQ(0, ibv_cmd_reg_dmabuf_mr(&pd, 4096, 8192, 0x10000, 17, IBV_ACCESS_LOCAL_WRITE, &mr, drv.get()));
+	EXPECT_EQ(9u, mr.ibv_mr.handle);
+	EXPECT_EQ(0x111u, mr.ibv_mr.lkey);
+	EXPECT_EQ(0x222u, mr.ibv_mr.rkey);
+	EXPECT_EQ(8192u, mr.ibv_mr.length);
+	EXPECT_EQ(IBV_MR_TYPE_DMABUF_MR, mr.mr_type);
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_METHOD_REG_DMABUF_MR, call.hdr().method_id);
+	EXPECT_EQ(17u, call.find(UVERBS_ATTR_REG_DMABUF_MR_FD)->data);
+	EXPECT_EQ(3u, call.find(UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE)->data);
+	ASSERT_NE(nullptr, call.find(0x1001));
+	EXPECT_EQ(42u, call.find(0x1001)->data);
+	ASSERT_EQ(0, ibv_cmd_reg_dmabuf_mr(&pd, 0, 64, 0, 17, 0, &mr, nullptr));
+	EXPECT_EQ(nullptr, k.ioctls.at(1).find(0x1001));
+	EXPECT_EQ(EINVAL, ibv_cmd_reg_dmabuf_mr(nullptr, 0, 64, 0, 17, 0, &mr, nullptr));
+}
+
+// rdma-core 56: ibv_port_attr.active_speed_ex from the kernel's extended
+// response (0 through the legacy write command).
+TEST(Abi56, QueryPortActiveSpeedEx)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		auto *out = kt::live_attr(hdr, UVERBS_ATTR_QUERY_PORT_RESP);
+		auto *r = reinterpret_cast<struct ib_uverbs_query_port_resp_ex *>((uintptr_t)out->data);
+		r->legacy_resp.active_speed = 0x80;
+		r->active_speed_ex = 0x100; // XDR
+		return 0;
+	};
+	LegacyReq<ib_uverbs_query_port> cmd = {};
+	struct ibv_port_attr pa = {};
+	ASSERT_EQ(0, ibv_cmd_query_port(c.ctx(), 1, &pa, reinterpret_cast<struct ibv_query_port *>(&cmd), sizeof(cmd)));
+	EXPECT_EQ(0x80, pa.active_speed);
+	EXPECT_EQ(0x100u, pa.active_speed_ex);
+	static_assert(sizeof(struct ibv_port_attr) == 56, "rdma-core 56 layout");
+	static_assert(offsetof(struct ib_uverbs_query_port_resp_ex, active_speed_ex) == 44, "uapi layout");
+}
+#endif
