@@ -64,6 +64,22 @@ void join(Side *side, const umad_port_t *port, const char *ca_name) noexcept
 	}
 }
 
+// Calls fn(ca, port) for every port (0..numports) of every device listed.
+template <class Fn>
+void for_each_port(char (*names)[UMAD_CA_NAME_LEN], int ncas, Fn fn) noexcept
+{
+	for (int c = 0; c < ncas; ++c) {
+		umad_ca_t ca;
+		memset(&ca, 0, sizeof(ca));
+		if (umad_get_ca(names[c], &ca) < 0)
+			continue;
+		for (int p = 0; p <= ca.numports; ++p)
+			if (ca.ports[p])
+				fn(ca, *ca.ports[p]);
+		umad_release_ca(&ca);
+	}
+}
+
 // Every pair of the local devices into work[0..max-1]; returns the count,
 // or -1 when the device names cannot be listed.
 int collect(PairWork *work, int max) noexcept
@@ -81,63 +97,43 @@ int collect(PairWork *work, int max) noexcept
 	static constexpr int kMaxGuids = UMAD_MAX_PORTS;
 	Count counts[kMaxGuids];
 	int nguids = 0;
-	for (int c = 0; c < ncas; ++c) {
-		umad_ca_t ca;
-		memset(&ca, 0, sizeof(ca));
-		if (umad_get_ca(names[c], &ca) < 0)
-			continue;
-		for (int p = 0; p <= ca.numports; ++p) {
-			const umad_port_t *port = ca.ports[p];
-			if (!port)
-				continue;
-			int i = 0;
-			while (i < nguids && counts[i].guid != port->port_guid)
-				++i;
-			if (i < nguids)
-				++counts[i].ports;
-			else if (nguids < kMaxGuids)
-				counts[nguids++] = {port->port_guid, 1};
-		}
-		umad_release_ca(&ca);
-	}
+	for_each_port(names, ncas, [&](const umad_ca_t &, const umad_port_t &port) {
+		int i = 0;
+		while (i < nguids && counts[i].guid != port.port_guid)
+			++i;
+		if (i < nguids)
+			++counts[i].ports;
+		else if (nguids < kMaxGuids)
+			counts[nguids++] = {port.port_guid, 1};
+	});
 	// Pass 2: the sides.
 	int npairs = 0;
-	for (int c = 0; c < ncas; ++c) {
-		umad_ca_t ca;
-		memset(&ca, 0, sizeof(ca));
-		if (umad_get_ca(names[c], &ca) < 0)
-			continue;
-		for (int p = 0; p <= ca.numports; ++p) {
-			const umad_port_t *port = ca.ports[p];
-			if (!port)
-				continue;
-			int shared = 0;
-			for (int i = 0; i < nguids; ++i)
-				if (counts[i].guid == port->port_guid)
-					shared = counts[i].ports;
-			if (!shared)
-				continue; // beyond kMaxGuids distinct GUIDs
-			int k = 0;
-			while (k < npairs && work[k].guid != port->port_guid)
-				++k;
-			if (k == npairs) {
-				if (npairs == max)
-					continue;
-				memset(&work[k], 0, sizeof(work[k]));
-				work[k].guid = port->port_guid;
-				++npairs;
-			}
-			bool smi = is_smi_port(port);
-			if (shared > 1) {
-				join(smi ? &work[k].smi : &work[k].gsi, port, ca.ca_name);
-			} else {
-				if (smi)
-					join(&work[k].smi, port, ca.ca_name);
-				join(&work[k].gsi, port, ca.ca_name);
-			}
+	for_each_port(names, ncas, [&](const umad_ca_t &ca, const umad_port_t &port) {
+		int shared = 0;
+		for (int i = 0; i < nguids; ++i)
+			if (counts[i].guid == port.port_guid)
+				shared = counts[i].ports;
+		if (!shared)
+			return; // beyond kMaxGuids distinct GUIDs
+		int k = 0;
+		while (k < npairs && work[k].guid != port.port_guid)
+			++k;
+		if (k == npairs) {
+			if (npairs == max)
+				return;
+			memset(&work[k], 0, sizeof(work[k]));
+			work[k].guid = port.port_guid;
+			++npairs;
 		}
-		umad_release_ca(&ca);
-	}
+		bool smi = is_smi_port(&port);
+		if (shared > 1) {
+			join(smi ? &work[k].smi : &work[k].gsi, &port, ca.ca_name);
+		} else {
+			if (smi)
+				join(&work[k].smi, &port, ca.ca_name);
+			join(&work[k].gsi, &port, ca.ca_name);
+		}
+	});
 	return npairs;
 }
 
