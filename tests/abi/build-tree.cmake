@@ -3,8 +3,10 @@
 #
 # Configures (once; later runs reuse the tree, so make only rebuilds what
 # changed) a build tree of another ABI target and builds only TARGETS: the
-# fixture of the abi56.* tests (tests/abi/CMakeLists.txt). Benchmarks are
-# off; the jobs are two, like every build on the project's machines.
+# fixture of the abi56.* tests (tests/abi/CMakeLists.txt). Nothing else is
+# built (the tree is configured as the project's default, so every target
+# the tests name exists); the jobs are two, like every build on the
+# project's machines.
 if(NOT SOURCE OR NOT BINARY OR NOT ABI OR NOT TARGETS)
   message(FATAL_ERROR "build-tree.cmake: SOURCE, BINARY, ABI and TARGETS are required")
 endif()
@@ -14,7 +16,7 @@ endif()
 execute_process(
   COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${BINARY} -G "Unix Makefiles"
           -DOPENVERBS_ABI=${ABI} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
-          -DOPENVERBS_BUILD_BENCH=OFF
+          -DOPENVERBS_BUILD_BENCH=ON
   RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the ${ABI} tree failed (${rc})")
