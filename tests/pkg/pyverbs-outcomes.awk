@@ -1,11 +1,12 @@
 # Reads the verbose output of rdma-core's pyverbs suite (run_tests.py -v) and
 # prints one line per test: "module.Class.test outcome", outcome one of ok,
-# skipped, FAIL, ERROR, xfail, xpass. A docstring, when a test has one, is
+# skipped, skipped-qp (skipped because creating a QP failed with EOPNOTSUPP:
+# "... QP ... is not supported"), FAIL, ERROR, xfail, xpass. A docstring, when a test has one, is
 # printed on its own line between the test's name and the outcome.
 function emit(id, rest) {
   o = rest
   sub(/.* \.\.\. /, "", o)
-  if (o ~ /^skipped/) o = "skipped"
+  if (o ~ /^skipped/) o = (o ~ /QP .*is not supported/ ? "skipped-qp" : "skipped")
   else if (o ~ /^expected failure/) o = "xfail"
   else if (o ~ /^unexpected success/) o = "xpass"
   else if (o !~ /^(ok|FAIL|ERROR)$/) { pending = id; return }

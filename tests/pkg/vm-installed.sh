@@ -97,9 +97,15 @@ for dev in rxe0 siw0; do
   fi
   # A listed difference is accepted in either direction (flaky tests).
   awk '{ print $1, ($2 < $3 ? $2 " " $3 : $3 " " $2) }' "$work/diff-$dev" | sort -o "$work/diff-$dev"
-  unknown=$(comm -23 "$work/diff-$dev" "$work/known-$dev" | head -10 | tr '\n' ';')
-  gone=$(comm -13 "$work/diff-$dev" "$work/known-$dev" | awk '{ print $1 }' | tr '\n' ' ')
-  known=$(comm -12 "$work/diff-$dev" "$work/known-$dev" | grep -c .)
+  # Known lines are patterns: a difference matches one when its outcomes are
+  # the listed pair and its test name matches the glob (* and ? only).
+  awk 'FNR == NR { g = $1; gsub(/[.]/, "[.]", g); gsub(/[*]/, ".*", g); gsub(/[?]/, ".", g)
+                   pat[NR] = "^" g "$"; pair[NR] = $2 " " $3; n = NR; next }
+       { hit = 0; for (i = 1; i <= n; i++) if ($1 ~ pat[i] && $2 " " $3 == pair[i]) { hit = i; break }
+         print (hit ? "known " hit : "unknown"), $0 }' "$work/known-$dev" "$work/diff-$dev" > "$work/match-$dev"
+  unknown=$(awk '$1 == "unknown" { print $2, $3, $4 }' "$work/match-$dev" | head -10 | tr '\n' ';')
+  gone=$(awk 'FNR == NR { if ($1 == "known") used[$2] = 1; next } !(FNR in used) { print $1 }' "$work/match-$dev" "$work/known-$dev" | tr '\n' ' ')
+  known=$(grep -c '^known' "$work/match-$dev")
   note=""
   [ "$known" -gt 0 ] && note="; $known known difference(s): vm-known-differences.txt"
   [ -n "$gone" ] && note="$note; listed but gone: $gone"
