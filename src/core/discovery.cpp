@@ -436,6 +436,11 @@ void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &o
 		if (!dev)
 			return;
 		snprintf(dev->ibdev_name, sizeof(dev->ibdev_name), OPENVERBS_SOFT_NAME "%u", i);
+		// ibv_device.dev_name (the node's name under /dev/infiniband) is the device's
+		// name: no kernel node exists, but clients that look for one (UCX 1.13 stats
+		// /dev/infiniband/<dev_name>) find the placeholder openverbs-soft-setup(8)
+		// makes. Nothing in the library opens it.
+		snprintf(dev->sysfs_name, sizeof(dev->sysfs_name), "%s", dev->ibdev_name);
 		set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
 			 dev->ibdev_name);
 		dev->flags = VSYSFS_SOFT | VSYSFS_READ_NODE_GUID;

@@ -50,7 +50,8 @@ int read_uverbs_abi(const std::string &sysfs_root, unsigned *abi);
 // that hide the character device hide the device). Soft devices are kept.
 void filter_accessible(const std::string &cdev_dir, SysfsDevList &devs);
 
-// Appends the synthesised software devices soft0..soft(n-1).
+// Appends the synthesised software devices soft0..soft(n-1); each one's sysfs_name
+// (so ibv_device.dev_name) is its own name, its sysfs_cdev 0.
 void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &out);
 
 // Whether the kernel enabled copy-on-fork for pinned pages

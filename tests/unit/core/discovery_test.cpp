@@ -146,7 +146,7 @@ TEST_F(Discovery, SoftDevices)
 	add_soft_devices(3, "/sys", l);
 	ASSERT_EQ(l.size(), 3u);
 	EXPECT_STREQ(l[2]->ibdev_name, "soft2");
-	EXPECT_STREQ(l[2]->sysfs_name, "");
+	EXPECT_STREQ(l[2]->sysfs_name, "soft2");
 	EXPECT_EQ(l[2]->sysfs_cdev, 0u);
 	EXPECT_EQ(l[2]->driver_id, static_cast<uint32_t>(OPENVERBS_DRIVER_SOFT));
 	EXPECT_TRUE(l[2]->flags & VSYSFS_SOFT);
