@@ -9,6 +9,7 @@
 #include "sysmm.h"
 #include <infiniband/openverbs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -2145,6 +2146,15 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	c.max_send_wr = has_sq ? qp->sq_depth : 0;
 	c.max_recv_wr = has_rq ? rq_cap : 0;
 	c.max_recv_sge = has_rq ? recv_sge : 0;
+	// Inline capacity is at least the room of the work request's gather
+	// list (16 bytes per SGE), as the kernel's rxe and hardware devices
+	// report it: programs such as rdma_xclient post 16 inline bytes on a QP
+	// created with one send SGE and no inline request. Every send-queue
+	// entry holds kMaxInline bytes, so the raised value is always honoured.
+	if (has_sq)
+		c.max_inline_data = std::max<uint32_t>(
+			c.max_inline_data,
+			std::min<uint32_t>(kMaxInline, c.max_send_sge * uint32_t(sizeof(ibv_sge))));
 	qp->cap = c;
 	if (has_sq && !qp->cap.max_send_sge)
 		qp->cap.max_send_sge = 0;

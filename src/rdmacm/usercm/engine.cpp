@@ -981,7 +981,9 @@ int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 		a.ah_attr.dlid = s->peer.port.lid;
 		a.ah_attr.port_num = 1;
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		if (s->qp_type == IBV_QPT_RC) {
+		// Responder attributes for the QPs that answer RDMA READs and
+		// atomics: RC and the XRC target (the kernel's CM does the same).
+		if (s->qp_type == IBV_QPT_RC || s->qp_type == IBV_QPT_XRC_RECV) {
 			a.max_dest_rd_atomic = s->resp_res;
 			a.min_rnr_timer = 0;
 			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -990,7 +992,7 @@ int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 	case IBV_QPS_RTS:
 		a.sq_psn = s->ud ? 0 : s->psn;
 		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (!s->ud && s->qp_type == IBV_QPT_RC) {
+		if (!s->ud && (s->qp_type == IBV_QPT_RC || s->qp_type == IBV_QPT_XRC_SEND)) {
 			if (!connected)
 				return EINVAL;
 			a.timeout = s->ack_timeout;
@@ -998,6 +1000,13 @@ int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 			a.rnr_retry = s->rnr;
 			a.max_rd_atomic = s->init_depth;
 			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		} else if (s->qp_type == IBV_QPT_XRC_RECV) {
+			// An XRC target sends only acknowledgements: the timeout
+			// is all RTS asks besides the PSN.
+			if (!connected)
+				return EINVAL;
+			a.timeout = s->ack_timeout;
+			mask |= IBV_QP_TIMEOUT;
 		}
 		return 0;
 	default:
@@ -1218,7 +1227,8 @@ public:
 		m.private_len = p.private_data_len;
 		memcpy(m.private_data, p.private_data, p.private_data_len);
 		if (!s->ud) {
-			if (s->qp_type != IBV_QPT_RC && s->qp_type != IBV_QPT_UC)
+			if (s->qp_type != IBV_QPT_RC && s->qp_type != IBV_QPT_UC &&
+			    s->qp_type != IBV_QPT_XRC_SEND)
 				return EINVAL;
 			if (p.qp_num < 2 || p.qp_num > 0xffffff)
 				return EINVAL;

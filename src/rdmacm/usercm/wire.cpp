@@ -12,7 +12,7 @@ namespace {
 std::atomic<uint64_t> g_failures[size_t(ParseError::count_)];
 
 constexpr uint16_t kPsIpoib = 0x0002, kPsTcp = 0x0106, kPsUdp = 0x0111, kPsIb = 0x013f;
-constexpr uint8_t kQpRc = 2, kQpUc = 3; // enum ibv_qp_type
+constexpr uint8_t kQpRc = 2, kQpUc = 3, kQpXrcSend = 9; // enum ibv_qp_type
 constexpr uint8_t kFlagSrq = 1, kFlagFlowControl = 2;
 
 // Appends little-endian fields; never writes past `cap` (ok() turns false).
@@ -135,7 +135,8 @@ bool fields_ok(const Message &m)
 	switch (m.type) {
 	case MsgType::req:
 		return known_ps(m.port_space) && m.port_space != kPsUdp &&
-		       (m.qp_type == kQpRc || m.qp_type == kQpUc) && qpn_ok(m.qpn) &&
+		       (m.qp_type == kQpRc || m.qp_type == kQpUc || m.qp_type == kQpXrcSend) &&
+		       qpn_ok(m.qpn) &&
 		       m.psn <= 0xffffff && m.retry_count <= 7 && m.rnr_retry_count <= 7 &&
 		       port_ok(m.port) && endpoint_ok(m.src) && endpoint_ok(m.dst);
 	case MsgType::rep:

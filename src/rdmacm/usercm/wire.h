@@ -73,7 +73,7 @@ struct Message {
 	MsgType type = MsgType::req;
 	// REQ, SIDR_REQ
 	uint16_t port_space = 0; // enum rdma_port_space (TCP, UDP, IB, IPOIB)
-	uint8_t qp_type = 0;     // enum ibv_qp_type: RC or UC (REQ)
+	uint8_t qp_type = 0;     // enum ibv_qp_type: RC, UC or XRC_SEND (REQ)
 	Endpoint src, dst;
 	// REQ, REP, SIDR_REP
 	uint32_t qpn = 0; // 24 bits

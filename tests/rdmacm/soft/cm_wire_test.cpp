@@ -130,6 +130,7 @@ TEST(CmWire, MalformedRecordsAreRejectedAndCounted)
 	cases.push_back({"length", with(8, uint8_t(good.size() + 1)), ParseError::bad_length});
 	cases.push_back({"header reserved", with(12, 1), ParseError::bad_reserved});
 	cases.push_back({"qp type", with(18, 4), ParseError::bad_field});   // UD in a REQ
+	cases.push_back({"qp type 10", with(18, 10), ParseError::bad_field}); // XRC_RECV in a REQ
 	cases.push_back({"retry", with(21, 8), ParseError::bad_field});
 	cases.push_back({"flags", with(23, 4), ParseError::bad_reserved});
 	cases.push_back({"qpn 0", [&] {
@@ -171,6 +172,25 @@ TEST(CmWire, MalformedRecordsAreRejectedAndCounted)
 						   << parse_error_name(parse_vec(c.rec));
 	EXPECT_EQ(parse_failures(ParseError::ok) - before, cases.size());
 	EXPECT_EQ(parse_vec(good), ParseError::ok);
+}
+
+// A REQ names the requester's QP type: RC, UC or XRC_SEND (an XRC
+// initiator connects to an XRC_RECV target, as rdma_xclient -c x does).
+TEST(CmWire, ReqQpTypes)
+{
+	Message m = sample(MsgType::req);
+	for (uint8_t t : {2, 3, 9}) {
+		m.qp_type = t;
+		auto b = bytes_of(m);
+		ASSERT_FALSE(b.empty()) << int(t);
+		Message back;
+		ASSERT_EQ(parse(b.data(), b.size(), back), ParseError::ok) << int(t);
+		EXPECT_EQ(back.qp_type, t);
+	}
+	for (uint8_t t : {1, 4, 8, 10}) {
+		m.qp_type = t;
+		EXPECT_TRUE(bytes_of(m).empty()) << int(t);
+	}
 }
 
 TEST(CmWire, SidrFailureCarriesNoQp)

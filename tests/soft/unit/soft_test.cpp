@@ -388,6 +388,34 @@ TEST_F(Loop, CreateQpLimits)
 	EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
+// The reported inline capacity covers the gather list's room (16 bytes per
+// send SGE) even when none was asked for, as rxe reports it (rdma_xclient
+// posts 16 inline bytes on a QP made with one send SGE and max_inline_data
+// 0); a larger request is kept as asked. ibv_query_qp reports the same.
+TEST_F(Loop, InlineCapacityCoversSgeRoom)
+{
+	struct Case {
+		uint32_t sge, asked, want;
+	};
+	for (Case c : {Case{1, 0, 16}, Case{2, 100, 100}, Case{4, 0, 64}}) {
+		ibv_qp_init_attr ia = {};
+		ia.send_cq = ia.recv_cq = cqa;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+		ia.cap.max_send_sge = c.sge;
+		ia.cap.max_recv_sge = 1;
+		ia.cap.max_inline_data = c.asked;
+		ibv_qp *qp = ibv_create_qp(pd, &ia);
+		ASSERT_NE(qp, nullptr) << strerror(errno);
+		EXPECT_EQ(ia.cap.max_inline_data, c.want) << c.sge << " SGEs";
+		ibv_qp_attr qa;
+		ibv_qp_init_attr qi;
+		ASSERT_EQ(ibv_query_qp(qp, &qa, IBV_QP_CAP, &qi), 0);
+		EXPECT_EQ(qa.cap.max_inline_data, c.want) << c.sge << " SGEs";
+		EXPECT_EQ(ibv_destroy_qp(qp), 0);
+	}
+}
+
 // ------------------------------------------------------------------ data path
 
 TEST_F(Loop, SendRecvWithImmediateAndInline)
