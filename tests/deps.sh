@@ -7,7 +7,7 @@ PKGS="cmake g++ gcc make pkg-config python3 git
   ibverbs-utils ibverbs-providers libibverbs1 libibverbs-dev librdmacm1 librdmacm-dev rdmacm-utils perftest python3-pyverbs fio libfabric-bin
   libibumad3 libibumad-dev ibsim-utils opensm infiniband-diags
   qemu-system-x86 busybox-static kmod cpio iproute2
-  abi-compliance-checker abi-dumper valgrind ucx-utils clang psmisc
+  abi-compliance-checker abi-dumper valgrind ucx-utils openmpi-bin libopenmpi-dev strace clang psmisc
   debootstrap debhelper fakeroot lintian
   ninja-build cython3 python3-dev libudev-dev iperf3"
 missing=""
