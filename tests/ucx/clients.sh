@@ -32,12 +32,6 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Open MPI refuses root without these (the tests run as root).
-mpi_env() {
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	export OMPI_MCA_btl_openib_warn_no_device_params_found=0
-}
-
 info() {
 	timeout 120 ucx_info -d > "$log/info" 2>&1 || { cat "$log/info"; fail "ucx_info -d exited $?"; }
 	# The memory domain's block: from its header to the next one.
@@ -84,15 +78,20 @@ perftest() {
 	echo "PASS: $test over $tls on soft0:1"
 }
 
-mpi_ucx() {
-	tls=$1 prog=$2
-	mpi_env
-	timeout 300 mpirun -np 2 --mca pml ucx -x UCX_NET_DEVICES=soft0:1 -x UCX_TLS="$tls" \
-		-x UCX_LOG_LEVEL=info -x LD_LIBRARY_PATH -x RDMAV_SOFT_DEVICES "$prog" > "$log/out" 2>&1
+# mpi_run MPIRUN_ARGS... PROGRAM: two ranks; the ping-pong must report PASS.
+mpi_run() {
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # the tests run as root
+	export OMPI_MCA_btl_openib_warn_no_device_params_found=0
+	timeout 300 mpirun -np 2 -x LD_LIBRARY_PATH -x RDMAV_SOFT_DEVICES "$@" > "$log/out" 2>&1
 	rc=$?
 	cat "$log/out"
 	[ $rc = 0 ] || fail "mpirun exited $rc"
 	grep -q '^pingpong: PASS' "$log/out" || fail "the ping-pong did not report PASS"
+}
+
+mpi_ucx() {
+	tls=$1 prog=$2
+	mpi_run --mca pml ucx -x UCX_NET_DEVICES=soft0:1 -x UCX_TLS="$tls" -x UCX_LOG_LEVEL=info "$prog"
 	# Each rank's endpoint to the other rank (ep_cfg[1]: the first is its own, over self).
 	n=$(grep -c 'ep_cfg\[[0-9]*\]: tag([a-z_]*/soft0:1' "$log/out")
 	[ "$n" -ge 2 ] || fail "UCX did not report soft0:1 for both ranks' peer endpoints"
@@ -101,14 +100,8 @@ mpi_ucx() {
 
 mpi_openib() {
 	prog=$1
-	mpi_env
-	timeout 300 mpirun -np 2 --mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1 \
-		--mca btl_openib_if_include soft0:1 --mca btl_base_verbose 10 \
-		-x LD_LIBRARY_PATH -x RDMAV_SOFT_DEVICES "$prog" > "$log/out" 2>&1
-	rc=$?
-	cat "$log/out"
-	[ $rc = 0 ] || fail "mpirun exited $rc"
-	grep -q '^pingpong: PASS' "$log/out" || fail "the ping-pong did not report PASS"
+	mpi_run --mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1 \
+		--mca btl_openib_if_include soft0:1 --mca btl_base_verbose 10 "$prog"
 	n=$(grep -c 'openib: using port soft0:1' "$log/out")
 	[ "$n" -ge 2 ] || fail "the openib BTL did not report port soft0:1 for both ranks"
 	grep -q 'Using openib btl for send' "$log/out" || fail "the openib BTL carried no traffic"

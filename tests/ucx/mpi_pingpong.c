@@ -29,13 +29,17 @@ static void fill(unsigned char *b, int size, int round, int from, int complement
 		b[i] = pattern(i, size, round, from) ^ (complement ? 0xff : 0);
 }
 
-/* The index of the first wrong byte, or -1. */
-static long check(const unsigned char *b, int size, int round, int from, int complement)
+/* Counts an error and says where when a byte of b differs from the pattern. */
+static void check(const unsigned char *b, int size, int round, int from, int complement, int rank,
+		  const char *what, int *errors)
 {
 	for (int i = 0; i < size; i++)
-		if (b[i] != (unsigned char)(pattern(i, size, round, from) ^ (complement ? 0xff : 0)))
-			return i;
-	return -1;
+		if (b[i] != (unsigned char)(pattern(i, size, round, from) ^ (complement ? 0xff : 0))) {
+			fprintf(stderr, "pingpong: rank %d, round %d, %d bytes: byte %d wrong %s\n", rank,
+				round, size, i, what);
+			++*errors;
+			return;
+		}
 }
 
 int main(int argc, char **argv)
@@ -60,26 +64,17 @@ int main(int argc, char **argv)
 		unsigned char *s = sbase + off, *r = rbase + off;
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			const int size = sizes[k];
-			long bad;
 			/* Ping-pong: 0 -> 1, 1 returns the complement. */
 			if (rank == 0) {
 				fill(s, size, round, 0, 0);
 				MPI_Send(s, size, MPI_BYTE, 1, k, MPI_COMM_WORLD);
 				memset(r, 0x5a, size);
 				MPI_Recv(r, size, MPI_BYTE, 1, k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-				if ((bad = check(r, size, round, 0, 1)) >= 0) {
-					fprintf(stderr, "pingpong: rank 0, round %d, %d bytes: byte %ld wrong on return\n",
-						round, size, bad);
-					errors++;
-				}
+				check(r, size, round, 0, 1, rank, "on return", &errors);
 			} else {
 				memset(r, 0x5a, size);
 				MPI_Recv(r, size, MPI_BYTE, 0, k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-				if ((bad = check(r, size, round, 0, 0)) >= 0) {
-					fprintf(stderr, "pingpong: rank 1, round %d, %d bytes: byte %ld wrong\n",
-						round, size, bad);
-					errors++;
-				}
+				check(r, size, round, 0, 0, rank, "on arrival", &errors);
 				for (int i = 0; i < size; i++)
 					s[i] = r[i] ^ 0xff;
 				MPI_Send(s, size, MPI_BYTE, 0, k, MPI_COMM_WORLD);
@@ -91,11 +86,7 @@ int main(int argc, char **argv)
 			MPI_Irecv(r, size, MPI_BYTE, peer, 1000 + k, MPI_COMM_WORLD, &req[0]);
 			MPI_Isend(s, size, MPI_BYTE, peer, 1000 + k, MPI_COMM_WORLD, &req[1]);
 			MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
-			if ((bad = check(r, size, round, peer, 0)) >= 0) {
-				fprintf(stderr, "pingpong: rank %d, round %d, %d bytes: byte %ld wrong in the exchange\n",
-					rank, round, size, bad);
-				errors++;
-			}
+			check(r, size, round, peer, 0, rank, "in the exchange", &errors);
 		}
 	}
 	MPI_Allreduce(&errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
