@@ -3,8 +3,10 @@
 # set-up step (RDMAV_SOFT_DEVICES=2, our library first on LD_LIBRARY_PATH, UCX's
 # default settings and memory hooks).
 #
-#   clients.sh info
-#       ucx_info -d lists memory domain soft0 with rc_verbs and ud_verbs on soft0:1.
+#   clients.sh info [USER]
+#       ucx_info -d lists memory domain soft0 with rc_verbs and ud_verbs on soft0:1;
+#       with USER, run as that unprivileged user (the set-up is root's once, the
+#       use needs no privilege).
 #   clients.sh perftest TEST TLS ITERATIONS [SIZE]
 #       an ucx_perftest server/client pair over UCX_NET_DEVICES=soft0:1 and
 #       UCX_TLS=TLS; both must exit 0. The client runs under strace counting
@@ -33,7 +35,16 @@ free_port() {
 }
 
 info() {
-	timeout 120 ucx_info -d > "$log/info" 2>&1 || { cat "$log/info"; fail "ucx_info -d exited $?"; }
+	set --
+	if [ -n "$user" ]; then
+		set -- setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups env HOME=/tmp
+		lib=${LD_LIBRARY_PATH%%:*}
+		if ! "$@" test -r "$lib/libibverbs.so.1"; then
+			echo "SKIP: $user cannot read $lib (the build tree's folders are closed to others)"
+			exit 77
+		fi
+	fi
+	timeout 120 "$@" ucx_info -d > "$log/info" 2>&1 || { cat "$log/info"; fail "ucx_info -d exited $?"; }
 	# The memory domain's block: from its header to the next one.
 	awk '/^# Memory domain: /{on = ($4 == "soft0")} on' "$log/info" > "$log/soft0"
 	cat "$log/soft0"
@@ -42,7 +53,7 @@ info() {
 		awk -v tl="$tl" '/Transport: /{t = $3} /Device: /{ if (t == tl && $3 == "soft0:1") f = 1 } END { exit !f }' \
 			"$log/soft0" || fail "no transport $tl on device soft0:1"
 	done
-	echo "PASS: ucx_info -d lists soft0 with rc_verbs and ud_verbs"
+	echo "PASS: ucx_info -d lists soft0 with rc_verbs and ud_verbs${user:+ (as $user)}"
 }
 
 perftest() {
@@ -111,7 +122,10 @@ mpi_openib() {
 cmd=$1
 shift
 case $cmd in
-info) info ;;
+info)
+	user=${1:-}
+	info
+	;;
 perftest) perftest "$@" ;;
 mpi-ucx) mpi_ucx "$@" ;;
 mpi-openib) mpi_openib "$@" ;;
