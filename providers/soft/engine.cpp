@@ -339,6 +339,7 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	cc->wc = {};
 	fill(cc->wc);
 	cc->solicited = solicited;
+	cc->purged = 0; // the cell may hold a purged completion of its last turn
 	ring_publish(r, cell, pos);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
 	if (a && (a == 1 || solicited || st != IBV_WC_SUCCESS))
@@ -428,6 +429,10 @@ static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
+#if _OPENVERBS_ABI >= 56
+	case IBV_WR_FLUSH:
+		return IBV_WC_FLUSH;
+#endif
 	default:
 		return IBV_WC_SEND;
 	}
@@ -676,6 +681,20 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 	return DV_OK;
 }
 
+// Whether window snapshot m may be used through responder QP dqpn: bound,
+// to that QP if it is of type 2, and its region unchanged since the bind.
+static bool window_usable(Segment *seg, const KeySnap &m, uint32_t dqpn)
+{
+	if (!m.parent)
+		return false; // unbound window
+	if (m.mw_type == IBV_MW_TYPE_2 && m.bound_qpn && m.bound_qpn != dqpn)
+		return false;
+	// The region it was bound to, unchanged since the bind (a dereg,
+	// rereg or reuse of the slot changes its seq).
+	uint32_t ps = m.parent - 1;
+	return ps < kMaxMrs && key_unchanged(&seg->hdr->mrs[ps], m.parent_seq);
+}
+
 // check_rkey for every kind of key (memory windows too), on a snapshot of
 // the key's entry (keys.h).
 static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn,
@@ -691,17 +710,8 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 		return false;
 	if (!(m.access & need) || !(d.access & need))
 		return false;
-	if (m.kind == KEY_MW) {
-		if (!m.parent)
-			return false; // unbound window
-		if (m.mw_type == IBV_MW_TYPE_2 && m.bound_qpn && m.bound_qpn != dqpn)
-			return false;
-		// The region it was bound to, unchanged since the bind (a dereg,
-		// rereg or reuse of the slot changes its seq).
-		uint32_t ps = m.parent - 1;
-		if (ps >= kMaxMrs || !key_unchanged(&seg->hdr->mrs[ps], m.parent_seq))
-			return false;
-	}
+	if (m.kind == KEY_MW && !window_usable(seg, m, dqpn))
+		return false;
 	if (!key_range_ok(m, addr, len))
 		return false;
 	*va = m.addr + (addr - m.iova);
@@ -762,6 +772,42 @@ check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr
 		       : peer_direct(pc, pid, memfd, ino, memfd_off, share_lo, share_hi, addr, len);
 	return true;
 }
+
+#if _OPENVERBS_ABI >= 56
+// The access rights a FLUSH of placement `type` needs, of the responder QP
+// and of the target region alike: IBV_ACCESS_FLUSH_GLOBAL for
+// IBV_FLUSH_GLOBAL, IBV_ACCESS_FLUSH_PERSISTENT for IBV_FLUSH_PERSISTENT.
+static uint32_t flush_rights(uint8_t type)
+{
+	uint32_t need = 0;
+	if (type & IBV_FLUSH_GLOBAL)
+		need |= IBV_ACCESS_FLUSH_GLOBAL;
+	if (type & IBV_FLUSH_PERSISTENT)
+		need |= IBV_ACCESS_FLUSH_PERSISTENT;
+	return need;
+}
+
+// The rkey of FLUSH w on responder QP d: a region or window of the
+// responder's process and PD that grants every right in `need`; with
+// IBV_FLUSH_RANGE, [remote_addr, remote_addr + flush_len) must lie inside
+// it (IBV_FLUSH_MR flushes the whole region: address and length are not
+// looked at). The IBA 1.5 FLUSH responder checks, as rxe makes them
+// (rxe_resp.c, check_rkey).
+static bool check_flush_key(Segment *seg, QpEntry &d, uint32_t dqpn, const SoftWr &w,
+			    uint32_t need)
+{
+	KeySnap m;
+	if (!key_read(seg, w.rkey, m) || m.owner_pid != d.owner_pid)
+		return false;
+	if (d.pd_id && m.pd_id != d.pd_id)
+		return false;
+	if ((m.access & need) != need)
+		return false;
+	if (m.kind == KEY_MW && !window_usable(seg, m, dqpn))
+		return false;
+	return w.flush_level == IBV_FLUSH_MR || key_range_ok(m, w.remote_addr, w.flush_len);
+}
+#endif
 
 // Copies to (to_remote) or from the responder's memory: straight through our
 // mapping of it when there is one, else with process_vm_*.
@@ -1366,6 +1412,30 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		complete_send(qp, w, IBV_WC_SUCCESS, 8);
 		return EX_DONE;
 	}
+#if _OPENVERBS_ABI >= 56
+	case IBV_WR_FLUSH: {
+		if (!rc)
+			return fail(IBV_WC_LOC_QP_OP_ERR);
+		uint32_t need = flush_rights(w.flush_type);
+		// A placement type the responder QP does not accept is an invalid
+		// request for it; a key without the right, a remote access error
+		// (IBA 1.5 FLUSH; rxe: check_qp_attr_access, check_rkey).
+		if ((d.access & need) != need)
+			return fail(IBV_WC_REM_INV_REQ_ERR);
+		if (!check_flush_key(rseg, d, dqpn, w, need))
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		// The bytes of every earlier request of this QP are already in the
+		// responder's memory (requests run in order, each to its end,
+		// under the send-queue guard, whose hand-over orders the stores of
+		// whichever thread ran them). A full fence makes them globally
+		// visible (regular, non-temporal and kernel-made stores alike)
+		// before the completion says the flush is done. Persistence is
+		// never granted (no region has IBV_ACCESS_FLUSH_PERSISTENT).
+		std::atomic_thread_fence(std::memory_order_seq_cst);
+		complete_send(qp, w, IBV_WC_SUCCESS, 0);
+		return EX_DONE;
+	}
+#endif
 	default:
 		return fail(IBV_WC_LOC_QP_OP_ERR);
 	}

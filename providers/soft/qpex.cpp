@@ -186,6 +186,31 @@ static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 	}
 }
 
+#if _OPENVERBS_ABI >= 56
+// ibv_wr_flush(3): RC and XRC only (type_ok); `type` a non-empty set of
+// IBV_FLUSH_GLOBAL / IBV_FLUSH_PERSISTENT, `level` IBV_FLUSH_RANGE (the
+// `len` bytes at `addr`) or IBV_FLUSH_MR (the whole region of `rkey`;
+// address and length are then not used). Anything else makes wr_complete
+// fail with EINVAL. Executed by exec_wr (engine.cpp).
+static void wr_flush(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
+		     uint8_t level)
+{
+	SoftQp *qp = from_ex(x);
+	if (!type || (type & ~(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    (level != IBV_FLUSH_RANGE && level != IBV_FLUSH_MR)) {
+		qp->staged_err = EINVAL;
+		return;
+	}
+	if (SoftWr *w = op(x, IBV_WR_FLUSH)) {
+		w->rkey = rkey;
+		w->remote_addr = addr;
+		w->flush_len = len;
+		w->flush_type = type;
+		w->flush_level = level;
+	}
+}
+#endif
+
 static void wr_send_tso(struct ibv_qp_ex *x, void *, uint16_t, uint16_t)
 {
 	from_ex(x)->staged_err = EOPNOTSUPP;
@@ -294,6 +319,9 @@ void init_qp_ex_ops(SoftQp *qp)
 	x.wr_complete = wr_complete;
 	x.wr_abort = wr_abort;
 	x.wr_atomic_write = wr_atomic_write;
+#if _OPENVERBS_ABI >= 56
+	x.wr_flush = wr_flush;
+#endif
 }
 
 } // namespace ovsoft

@@ -338,6 +338,14 @@ bool ring_pop(RingHeader *r, void *out, size_t bytes)
 	}
 }
 
+void *ring_published(RingHeader *r, uint64_t pos)
+{
+	auto *seq = cell_seq(r, pos);
+	if (seq->load(std::memory_order_acquire) != pos + 1)
+		return nullptr;
+	return reinterpret_cast<uint8_t *>(seq) + 8;
+}
+
 uint64_t ring_count(const RingHeader *r)
 {
 	uint64_t e = r->enq.load(std::memory_order_acquire);

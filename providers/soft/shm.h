@@ -266,7 +266,10 @@ struct RecvWqe {
 struct CqeCell {
 	struct ibv_wc wc;
 	uint32_t solicited;
-	uint32_t pad;
+	// Written 0 with the completion. The CQ's owner sets it to 1 on a
+	// completion it removed from the ring in place (a QP of the CQ went
+	// to RESET: cq_purge_qp in verbs.cpp); polls skip such cells.
+	uint32_t purged;
 };
 
 struct Segment {
@@ -324,6 +327,10 @@ void ring_publish(RingHeader *r, void *cell, uint64_t pos);
 // Takes the oldest cell; copies `bytes` of it into out. False when empty.
 bool ring_pop(RingHeader *r, void *out, size_t bytes);
 uint64_t ring_count(const RingHeader *r);
+// The cell at position pos if it holds a published, not yet taken entry
+// (between deq and enq), else nullptr. Only for the ring's single consumer
+// (nobody pops meanwhile): the cell stays valid until it pops it.
+void *ring_published(RingHeader *r, uint64_t pos);
 
 // Writes `len` bytes atomically (<= PIPE_BUF) into the pipe that process
 // `pid` has open as fd `fd` with inode `ino` (checked, so a reused fd number

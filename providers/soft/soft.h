@@ -30,6 +30,20 @@ inline constexpr uint32_t kMaxMsgSize = 1u << 31;
 inline constexpr uint32_t kUdMtu = 4096;
 inline constexpr uint32_t kGidTableLen = 1;
 inline constexpr uint32_t kPkeyTableLen = 1;
+// ibv_device_attr.vendor_id (an IEEE OUI for hardware): the bytes 4f 56 53,
+// "OVS" (openverbs soft). Its first octet has the locally administered and
+// group bits set, which no IEEE-assigned OUI has, so it names no real
+// vendor. Documented in openverbs-soft(7).
+inline constexpr uint32_t kVendorId = 0x4f5653;
+#if _OPENVERBS_ABI >= 56
+// ibv_device_attr_ex.device_cap_flags_ex bit of a device that executes
+// flushes to global visibility: IB_UVERBS_DEVICE_FLUSH_GLOBAL of enum
+// ib_uverbs_device_cap_flags (<rdma/ib_user_verbs.h>, Linux 6.2; older uapi
+// headers, Debian 12's among them, lack it). Flushes to persistence
+// (IB_UVERBS_DEVICE_FLUSH_PERSISTENT, bit 39) are not offered: registered
+// memory is ordinary RAM.
+inline constexpr uint64_t kDeviceFlushGlobal = 1ull << 38;
+#endif
 
 struct SoftDevice {
 	struct verbs_device vdev;
@@ -129,6 +143,9 @@ struct SoftCq {
 	// Serialises pollers of the shared ring (not taken when td_mode): a
 	// one-word guard (guard_lock), not a pthread mutex.
 	std::atomic<bool> poll_busy;
+	// Cells of the shared ring marked purged (CqeCell::purged) and not yet
+	// polled: while non-zero, polls take the path that skips them.
+	std::atomic<uint32_t> purged;
 	bool td_mode;        // created under a parent domain with a thread domain
 	CqLane lane;         // td_mode: send completions of the same TD's QPs
 	QueueBuf lane_buf;   // the lane's cells (parent domain's allocator or calloc)
@@ -184,6 +201,12 @@ struct SoftWr {
 	uint32_t xrc_srqn;
 	uint64_t compare_add;
 	uint64_t swap;
+	// IBV_WR_FLUSH (ibv_wr_flush(3), rdma-core 56): bytes at remote_addr,
+	// placement type bits (enum ibv_placement_type), selectivity level
+	// (enum ibv_selectivity_level).
+	uint64_t flush_len;
+	uint8_t flush_type;
+	uint8_t flush_level;
 	struct ibv_ah_attr ah; // UD destination
 	bool has_ah;
 	// Memory window bind

@@ -135,7 +135,9 @@ static void watchdog(SoftContext *ctx)
 		uint32_t st = e.state.load();
 		if (st == IBV_QPS_ERR && !qp->flushed) {
 			qp_sq_lock(qp);
-			if (!qp->flushed)
+			// Looked at again under the guard: meanwhile the application
+			// may have reset the QP (and brought it up again).
+			if (!qp->flushed && e.state.load() == IBV_QPS_ERR)
 				qp_to_error(qp, e.remote_error.load() != 0);
 			qp_sq_unlock(qp);
 			continue;
@@ -254,7 +256,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 	o.sys_image_guid = o.node_guid;
 	o.max_mr_size = kMaxMrSize;
 	o.page_size_cap = 0xfffff000u;
-	o.vendor_id = 0;
+	o.vendor_id = kVendorId;
 	o.vendor_part_id = 0x4f56;
 	o.hw_ver = 0;
 	o.max_qp = kMaxQps;
@@ -285,6 +287,9 @@ static int soft_query_device_ex(struct ibv_context *context,
 	o.local_ca_ack_delay = 15;
 	o.phys_port_cnt = 1;
 	a.device_cap_flags_ex = o.device_cap_flags;
+#if _OPENVERBS_ABI >= 56
+	a.device_cap_flags_ex |= kDeviceFlushGlobal;
+#endif
 	a.phys_port_cnt_ex = 1;
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
 	memcpy(attr, &a, n);
@@ -503,12 +508,24 @@ static uint32_t make_key(Segment *seg, uint32_t slot)
 static const int kKnownAccess =
 	IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 	IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-	IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+	IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING
+#if _OPENVERBS_ABI >= 56
+	| IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT
+#endif
+	;
 
+// Access flags of a memory region (ibv_reg_mr(3), ibv_rereg_mr(3)): 0, EINVAL
+// for unknown bits or remote write/atomic without local write, EOPNOTSUPP for
+// IBV_ACCESS_FLUSH_PERSISTENT (the device does not advertise flushes to
+// persistence; the kernel's ib_check_mr_access answers the same).
 static int check_access(int access)
 {
 	if (access & ~kKnownAccess)
 		return EINVAL;
+#if _OPENVERBS_ABI >= 56
+	if (access & IBV_ACCESS_FLUSH_PERSISTENT)
+		return EOPNOTSUPP;
+#endif
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return EINVAL;
@@ -906,15 +923,30 @@ static int soft_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+		    size_t length, int access);
+
+// ibv_rereg_mr(3): 0, or an errno value also left in errno (the library
+// answers IBV_REREG_MR_ERR_CMD and keeps errno, as a failed command would).
 static int soft_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
 			 size_t length, int access)
+{
+	int rc = rereg_mr(vmr, flags, pd, addr, length, access);
+	if (rc)
+		errno = rc;
+	return rc;
+}
+
+static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+		    size_t length, int access)
 {
 	auto *mr = reinterpret_cast<SoftMr *>(vmr);
 	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
 		      IBV_REREG_MR_CHANGE_ACCESS))
 		return EINVAL;
-	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && check_access(access))
-		return EINVAL;
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		if (int rc = check_access(access))
+			return rc;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		if (!length || length > kMaxMrSize || check_mapped(addr, length))
 			return EINVAL;
@@ -1208,12 +1240,35 @@ static struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 	return &cq->vcq.cq_ex;
 }
 
+// The next completion of the shared ring that no QP reset removed (see
+// cq_purge_qp), whole cell. False: the ring is empty.
+static bool pop_unpurged(SoftCq *cq, CqeCell *c)
+{
+	while (ring_pop(cq->ring, c, sizeof(*c))) {
+		if (!c->purged)
+			return true;
+		cq->purged.fetch_sub(1, std::memory_order_relaxed);
+	}
+	return false;
+}
+
+static __attribute__((noinline, cold)) int pop_ring_purging(SoftCq *cq, int got, int n,
+							     struct ibv_wc *wc)
+{
+	CqeCell c;
+	while (got < n && pop_unpurged(cq, &c))
+		wc[got++] = c.wc;
+	return got;
+}
+
 // The shared ring of a CQ into wc[got..n) (a completion's ibv_wc is the head
 // of its cell, so it is copied straight to the caller). Kept out of line:
 // a thread-domain poll served by the lane does not pay for its frame.
 static inline __attribute__((always_inline)) int pop_ring(SoftCq *cq, int got, int n,
 							 struct ibv_wc *wc)
 {
+	if (__builtin_expect(cq->purged.load(std::memory_order_relaxed) != 0, 0))
+		return pop_ring_purging(cq, got, n, wc);
 	while (got < n && ring_pop(cq->ring, &wc[got], sizeof(struct ibv_wc)))
 		got++;
 	return got;
@@ -1376,7 +1431,7 @@ static int ex_load(SoftCq *cq)
 		cq->vcq.cq_ex.wr_id = cq->cur.wc.wr_id;
 		return 0;
 	}
-	if (!ring_pop(cq->ring, &cq->cur, sizeof(cq->cur)))
+	if (!pop_unpurged(cq, &cq->cur))
 		return ENOENT;
 	cq->vcq.cq_ex.status = cq->cur.wc.status;
 	cq->vcq.cq_ex.wr_id = cq->cur.wc.wr_id;
@@ -1928,7 +1983,11 @@ static const uint64_t kSendOps =
 	IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
 	IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 	IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-	IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+	IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV
+#if _OPENVERBS_ABI >= 56
+	| IBV_QP_EX_WITH_FLUSH
+#endif
+	;
 
 static void qp_link(SoftContext *ctx, SoftQp *qp)
 {
@@ -2454,6 +2513,66 @@ static bool transition(enum ibv_qp_state cur, enum ibv_qp_state next, Kind k, Tr
 	return ok;
 }
 
+// Removes from a thread-domain CQ's lane the completions of QP qpn (the
+// caller holds the TD's guard, so it is the lane's producer, and is the
+// application's thread, its consumer). The others keep their order.
+static void lane_purge(CqLane *l, uint32_t qpn)
+{
+	uint32_t h = l->head.load(std::memory_order_relaxed);
+	uint32_t t = l->tail.load(std::memory_order_relaxed);
+	uint32_t k = t;
+	for (uint32_t i = t; i != h;) {
+		--i;
+		const struct ibv_wc &wc = l->cells[i & l->mask];
+		if (wc.qp_num != qpn) {
+			--k;
+			if (k != i)
+				l->cells[k & l->mask] = wc;
+		}
+	}
+	l->head.store(k, std::memory_order_release);
+}
+
+// Removes from cq's shared ring the completions of QP qpn nobody has polled
+// yet, as HCA drivers clean a CQ when one of its QPs is reset (rdma-core's
+// mlx4 and mlx5 providers in their modify_qp to IBV_QPS_RESET): after
+// ibv_modify_qp(3) to RESET returns, no completion of the QP's earlier life
+// (flush errors included) reaches a poll. Completions are marked in place
+// (CqeCell::purged) under the CQ's poll guard, the ring's only consumer;
+// the order of the others is unchanged. A QP in RESET produces nothing,
+// so none of its completions can arrive after the scan.
+static void cq_purge_qp(SoftCq *cq, uint32_t qpn)
+{
+	if (!cq)
+		return;
+	guard_lock(&cq->poll_busy);
+	RingHeader *r = cq->ring;
+	uint64_t end = r->enq.load(std::memory_order_acquire);
+	uint32_t n = 0;
+	for (uint64_t pos = r->deq.load(std::memory_order_acquire); pos != end; pos++) {
+		auto *c = static_cast<CqeCell *>(ring_published(r, pos));
+		if (c && !c->purged && c->wc.qp_num == qpn) {
+			c->purged = 1;
+			n++;
+		}
+	}
+	if (n)
+		cq->purged.fetch_add(n, std::memory_order_relaxed);
+	guard_unlock(&cq->poll_busy);
+}
+
+// The rights a responder QP may grant (ibv_modify_qp(3) qp_access_flags);
+// with rdma-core 56 also the FLUSH placement types it accepts (a QP may
+// accept persistent flushes even though no region can be their target:
+// they then fail with a remote access error, as on rxe with ordinary RAM).
+static const unsigned kQpAccess =
+	IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	IBV_ACCESS_REMOTE_ATOMIC
+#if _OPENVERBS_ABI >= 56
+	| IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT
+#endif
+	;
+
 static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	SoftQp *qp = to_sqp(ibqp);
@@ -2500,9 +2619,7 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		return EINVAL;
 	if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7)
 		return EINVAL;
-	if ((mask & IBV_QP_ACCESS_FLAGS) &&
-	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+	if ((mask & IBV_QP_ACCESS_FLAGS) && (attr->qp_access_flags & ~kQpAccess))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
 		return EINVAL;
@@ -2603,6 +2720,8 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		e.remote_error.store(0);
 		qp->flushed = false;
 		qp->remote_pid = 0;
+		if (qp->lane)
+			lane_purge(qp->lane, qp->qpn);
 	} else {
 		qp_sq_lock(qp);
 		e.state.store(next, std::memory_order_release);
@@ -2613,6 +2732,11 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	s.cur_qp_state = next;
 	ibqp->state = next;
 	qp_sq_unlock(qp);
+	if (next == IBV_QPS_RESET && !qp->opened) {
+		cq_purge_qp(qp->scq, qp->qpn);
+		if (qp->rcq != qp->scq)
+			cq_purge_qp(qp->rcq, qp->qpn);
+	}
 	if (next == IBV_QPS_RTS && sq_pending(qp))
 		progress_qp(qp, true);
 	return 0;
@@ -2880,12 +3004,9 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	ctx->async_ino = fd_ino(p[0]);
 	ctx->vctx.context.num_comp_vectors = 1;
 	verbs_set_ops(&ctx->vctx, &soft_ops);
-	// The port is up as soon as the device is opened: report it once.
-	struct ib_uverbs_async_event_desc ev = {};
-	ev.element = 1;
-	ev.event_type = IBV_EVENT_PORT_ACTIVE;
-	if (write(ctx->async_wr, &ev, sizeof(ev)) != ssize_t(sizeof(ev)))
-		softlog(2, "soft%d: port event not queued", ctx->index);
+	// The port is ACTIVE from the start and never changes state, so no port
+	// event is ever queued (an HCA reports port events on changes only; the
+	// first event a program reads is one its own work caused).
 	pthread_mutex_lock(&g_ctx_lock);
 	ctx->next_ctx = g_contexts;
 	g_contexts = ctx;

@@ -243,8 +243,8 @@ TEST(XrcdProcesses, CloseLegacyDomainWithLiveResourcesIsEbusy)
 // buffer puts it in error) is reported to every process that holds the QP,
 // each with its own handle, as the kernel does for XRC target QPs; and still
 // after the creator died and another holder took the QP over.
-// The next QP event of a peer (other events, e.g. the port-active event of a
-// fresh context, are skipped): "ok TYPE QPN", or "ok none" after ms.
+// The next QP event of a peer (events of other kinds are skipped): "ok TYPE
+// QPN", or "ok none" after ms.
 std::string next_qp_event(Peer &p, int ms)
 {
 	for (;;) {

@@ -222,6 +222,10 @@ TEST(SoftDevice, ListedOnlyWhenEnabledAndAttributesAreSane)
 	EXPECT_GT(da.max_qp_wr, 0);
 	EXPECT_EQ(da.atomic_cap, IBV_ATOMIC_GLOB);
 	EXPECT_NE(da.node_guid, 0u);
+	// "OVS": no IEEE-assigned OUI (locally administered and group bits);
+	// rdma-core's suite asserts a non-zero vendor id.
+	EXPECT_EQ(da.vendor_id, 0x4f5653u);
+	EXPECT_EQ(da.vendor_part_id, 0x4f56u);
 	ibv_port_attr pa;
 	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
 	EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
@@ -249,17 +253,15 @@ TEST(SoftDevice, GuidsAreStableAcrossOpens)
 	ibv_close_device(c3);
 }
 
-TEST(SoftDevice, PortActiveEventAtOpen)
+TEST(SoftDevice, NoAsyncEventAtOpen)
 {
+	// The port is active from the start and never changes: as on an HCA,
+	// nothing is queued until the program's own work causes an event
+	// (rdma-core's test_modify_srq_limit reads the first event).
 	ibv_context *ctx = open_soft();
 	ASSERT_NE(ctx, nullptr);
 	pollfd p = {ctx->async_fd, POLLIN, 0};
-	ASSERT_EQ(poll(&p, 1, 2000), 1);
-	ibv_async_event ev;
-	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
-	EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE);
-	EXPECT_EQ(ev.element.port_num, 1);
-	ibv_ack_async_event(&ev);
+	EXPECT_EQ(poll(&p, 1, 200), 0);
 	ibv_close_device(ctx);
 }
 
@@ -994,10 +996,8 @@ TEST_F(Loop, SrqAndLimitEvent)
 	ASSERT_EQ(ibv_modify_srq(srq, &at, IBV_SRQ_LIMIT), 0);
 	at.srq_limit = 1000;
 	EXPECT_EQ(ibv_modify_srq(srq, &at, IBV_SRQ_LIMIT), EINVAL);
-	// Drain the port-active event first.
+	// The limit event is the first event of the context.
 	ibv_async_event ev;
-	ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
-	ibv_ack_async_event(&ev);
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
 	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
 	ibv_wc wc;
