@@ -1,0 +1,68 @@
+#!/bin/sh
+# pyverbs_suite.sh LIBDIR [WORKDIR]
+#
+# rdma-core's own test suite as the distribution ships it (python3-pyverbs:
+# /usr/share/doc/rdma-core/tests, unmodified; Debian gzips the larger files,
+# so it runs from an unpacked copy) by `run_tests.py --dev soft0`, with
+# LIBDIR (our libibverbs.so.1, librdmacm.so.1, the soft provider) first on
+# LD_LIBRARY_PATH and RDMAV_SOFT_DEVICES=1. Used by ctest soft.pyverbs_suite
+# (Debian 12's suite on the host, rdma-core 44) and by tests/trixie/in-root.sh
+# (Debian 13's, rdma-core 56.1, inside a Debian 13 root).
+#
+# Runs in its own mount namespace (root): a private /dev/shm, and the sysfs
+# entries the suite reads for soft0 (sysfs-view.sh: its P_Key table). soft0
+# gets no network interface there, so the suite skips its rdma_cm tests
+# ("doesn't have net interface"): they run on their own, with lo as soft0's
+# interface, in rdmacm.soft.pyverbs_test_rdmacm. OV_PYVERBS_TESTS (e.g.
+# test_mr) narrows the run to some of the suite's modules or tests.
+# Where `rdma link show -j` fails (no
+# RDMA netlink) tests/trixie/rdma-link-shim.sh stands in for it on PATH
+# (rdma-core 56's suite asks it for every test's set-up).
+#
+# Passes when the suite ran and reports no failure and no error. Prints the
+# counts and each skipped test with the suite's reason; the whole log is
+# WORKDIR/pyverbs.log (default: a temporary folder, removed).
+set -u
+if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
+  lib=$(cd "$1" && pwd)
+  work=${2:-}
+  if [ -z "$work" ]; then work=$(mktemp -d /tmp/ov-pyverbs.XXXXXX); trap 'rm -rf "$work"' EXIT; fi
+  mkdir -p "$work"
+  src=/usr/share/doc/rdma-core/tests
+  [ -f "$src/run_tests.py" ] || { echo "FAIL: rdma-core's tests not installed (python3-pyverbs, tests/deps.sh)"; exit 1; }
+  rm -rf "$work/tests" && cp -r "$src" "$work/tests" && find "$work/tests" -name '*.gz' -exec gunzip -f {} +
+  export OV_PYVERBS_SUITE_INNER=1 OV_LIB="$lib" OV_WORK="$work" OV_HERE="$(cd "$(dirname "$0")" && pwd)"
+  unshare --mount --propagation private sh "$0"
+  exit $?
+fi
+
+export LD_LIBRARY_PATH="$OV_LIB" RDMAV_SOFT_DEVICES=1
+log=$OV_WORK/pyverbs.log
+mount -t tmpfs tmpfs /dev/shm || { echo "FAIL: no private /dev/shm"; exit 1; }
+sh "$OV_HERE/sysfs-view.sh" || { echo "FAIL: sysfs entries for soft0"; exit 1; }
+if ! rdma link show -j > /dev/null 2>&1; then
+  mkdir -p "$OV_WORK/shim"
+  cp "$OV_HERE/../trixie/rdma-link-shim.sh" "$OV_WORK/shim/rdma" && chmod 755 "$OV_WORK/shim/rdma"
+  export PATH="$OV_WORK/shim:$PATH"
+fi
+cd "$OV_WORK"
+timeout 1200 /usr/bin/python3 tests/run_tests.py --dev soft0 -v ${OV_PYVERBS_TESTS:-} > "$log" 2>&1
+rc=$?
+ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in.*/\1/p' "$log")
+summary=$(grep -E '^(OK|FAILED)' "$log" | tail -1)
+bad=$(grep -cE '^(FAIL|ERROR): ' "$log")
+ok=$(grep -cE ' \.\.\. ok$' "$log")
+skipped=$(grep -cE " \.\.\. skipped " "$log")
+echo "rdma-core suite on soft0: rc=$rc ran=${ran:-?} ok=$ok skipped=$skipped failed+errors=$bad: ${summary:-no summary}"
+echo "skipped (test: reason):"
+# A test with a docstring prints its name on one line and the outcome after
+# the docstring's first line.
+awk '/^test[a-zA-Z0-9_]* \(/ { name = $1 }
+     / \.\.\. skipped / { sub(/.* \.\.\. skipped /, ""); print "  " name ": " $0 }' "$log" | sort
+grep -E '^(FAIL|ERROR): ' "$log"
+if [ $rc -eq 0 ] && [ -n "$ran" ] && [ "$bad" = 0 ] && echo "$summary" | grep -q '^OK'; then
+  echo PASS; exit 0
+fi
+tail -40 "$log"
+echo "FAIL (log: $log)"
+exit 1
