@@ -54,7 +54,7 @@ boot() {
       --only rxe-verbs rxe-perftest siw-verbs siw-perftest system > "$work/$side.log" 2>&1
   rc=$?
   res=$work/$side/vm-results/latest
-  if [ -f "$res/results.txt" ]; then
+  if [ -f "$res/results.txt" ] && ! grep -q '^FAIL vm/run ' "$res/results.txt"; then
     line PASS "boot-$side" "(run.sh exit $rc: $(tail -1 "$work/$side.log"); $(sed -n 's/^guest run: \([0-9.]*\) s.*/guest run \1 s/p' "$res/summary.txt"))"
   else
     tail -15 "$work/$side.log"; line FAIL "boot-$side" "($work/$side.log)"

@@ -240,12 +240,14 @@ kernel_image=$kdir/vmlinuz
 [ -f "$kdir/vmlinux" ] && kernel_image=$kdir/vmlinux   # direct (PVH) boot, see prepare-kernel.sh
 t_qemu=$(now)
 # Backstop: even if this script is killed outright, qemu dies shortly after the limit.
+# no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer probe can miss
+# its ticks and panic ("IO-APIC + timer doesn't work!", seen with 6.12 at load 12).
 timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -name openverbs-vm -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}$root_append" \
+  -append "console=ttyS0 panic=-1 no_timer_check quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}$root_append" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
   -fsdev local,id=hostroot,path="$root_share",security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
