@@ -2,6 +2,7 @@
 #
 #   cmake -S . -B build                       # 44: rdma-core 44, Debian 12
 #   cmake -S . -B build56 -DOPENVERBS_ABI=56  # 56: rdma-core 56.1, Debian 13
+#   cmake -S . -B build64 -DOPENVERBS_ABI=64  # 64: rdma-core 64.0 (upstream)
 #
 # One source tree serves every target (src/DESIGN.md, "ABI targets"):
 #  * symbol tables (src/facade/libibverbs.symbols, src/umad/libibumad.symbols)
@@ -12,9 +13,9 @@
 #    installed with the others, so a program compiled against an installed
 #    tree gets that release's layouts.
 # A new target is one more entry in OPENVERBS_ABIS and its facts below.
-set(OPENVERBS_ABIS 44 56)
+set(OPENVERBS_ABIS 44 56 64)
 set(OPENVERBS_ABI 44 CACHE STRING
-    "rdma-core ABI to build: 44 (Debian 12) or 56 (Debian 13)")
+    "rdma-core ABI to build: 44 (Debian 12), 56 (Debian 13) or 64 (rdma-core 64.0)")
 set_property(CACHE OPENVERBS_ABI PROPERTY STRINGS ${OPENVERBS_ABIS})
 if(NOT OPENVERBS_ABI IN_LIST OPENVERBS_ABIS)
   message(FATAL_ERROR "OPENVERBS_ABI=${OPENVERBS_ABI}: supported targets are ${OPENVERBS_ABIS}")
@@ -34,6 +35,20 @@ elseif(OPENVERBS_ABI EQUAL 56)
   set(OPENVERBS_IBUMAD_FILE_VERSION 3.4.56.1)
   set(OPENVERBS_RDMACM_FILE_VERSION 1.3.56.1)
   set(OPENVERBS_DEBIAN_SUITE trixie)
+elseif(OPENVERBS_ABI EQUAL 64)
+  # No Debian release carries 64: its reference is rdma-core 64.0 built from
+  # the release tarball (tests/anchor64).
+  set(OPENVERBS_RDMA_CORE_VERSION 64.0)
+  set(OPENVERBS_IBVERBS_FILE_VERSION 1.17.64.0)
+  set(OPENVERBS_IBUMAD_FILE_VERSION 3.4.64.0)
+  set(OPENVERBS_DEBIAN_SUITE "")
+endif()
+# The provider ABI: the number in IBVERBS_PRIVATE_N, verbs_register_driver_N
+# and the plugin names lib<name>-rdmavN.so.
+if(OPENVERBS_ABI GREATER_EQUAL 64)
+  set(OPENVERBS_PABI 64)
+else()
+  set(OPENVERBS_PABI 34)
 endif()
 
 # Where the tests find the release's own -dev headers and libraries: Debian
@@ -45,6 +60,18 @@ if(OPENVERBS_ABI EQUAL 44)
   set(OPENVERBS_RELEASE_INCLUDE /usr/include)
   set(OPENVERBS_RELEASE_LIBDIR /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
   set(OPENVERBS_RELEASE_FIXTURE "")
+elseif(OPENVERBS_ABI EQUAL 64)
+  # The anchor's installed tree (tests/anchor64/build.sh keeps the link
+  # "current" to the build of its key; the fixture anchor64 builds it).
+  if(DEFINED ENV{OPENVERBS_CACHE})
+    set(ov_cache $ENV{OPENVERBS_CACHE})
+  else()
+    set(ov_cache /var/cache/openverbs)
+  endif()
+  set(OPENVERBS_ANCHOR64 ${ov_cache}/anchor64/current)
+  set(OPENVERBS_RELEASE_INCLUDE ${OPENVERBS_ANCHOR64}/usr/include)
+  set(OPENVERBS_RELEASE_LIBDIR ${OPENVERBS_ANCHOR64}/usr/lib)
+  set(OPENVERBS_RELEASE_FIXTURE anchor64)
 else()
   if(DEFINED ENV{OPENVERBS_CACHE})
     set(ov_cache $ENV{OPENVERBS_CACHE})

@@ -187,6 +187,41 @@ struct verbs_dm {
 	uint32_t handle;
 };
 
+#if _OPENVERBS_ABI >= 64
+/* 16 bytes: dmah 0, handle 8 (rdma-core 64). */
+struct verbs_dmah {
+	struct ibv_dmah dmah;
+	uint32_t handle;	/* the kernel's object handle */
+};
+
+static inline struct verbs_dmah *verbs_get_dmah(struct ibv_dmah *dmah)
+{
+	return (struct verbs_dmah *)((char *)dmah - offsetof(struct verbs_dmah, dmah));
+}
+
+/*
+ * 32 bytes (rdma-core 64): a buffer of ibv_alloc_buf().  addr/size are the
+ * whole allocation, pd the domain it is for; dmabuf_fd is the dma-buf that
+ * backs it, or -1 for ordinary memory (registered by address).
+ */
+struct ibv_buf {
+	void *addr;
+	size_t size;
+	struct ibv_pd *pd;
+	int dmabuf_fd;
+};
+
+/* Fills a buffer handle for ordinary memory (dmabuf_fd -1). */
+static inline void ibv_buf_init(struct ibv_buf *buf, struct ibv_pd *pd,
+				void *addr, size_t size)
+{
+	buf->pd = pd;
+	buf->addr = addr;
+	buf->size = size;
+	buf->dmabuf_fd = -1;
+}
+#endif
+
 /* 16 bytes: counters 0, handle 8. */
 struct verbs_counters {
 	struct ibv_counters counters;
@@ -305,8 +340,15 @@ struct verbs_context_ops {
 	int (*advise_mr)(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 			 uint32_t flags, struct ibv_sge *sg_list,
 			 uint32_t num_sges);
+#if _OPENVERBS_ABI >= 64
+	void *(*alloc_buf)(struct ibv_pd *pd, size_t size, struct ibv_buf **buf);
+#endif
 	struct ibv_dm *(*alloc_dm)(struct ibv_context *context,
 				   struct ibv_alloc_dm_attr *attr);
+#if _OPENVERBS_ABI >= 64
+	struct ibv_dmah *(*alloc_dmah)(struct ibv_context *context,
+				       struct ibv_dmah_init_attr *attr);
+#endif
 	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
 	struct ibv_mr *(*alloc_null_mr)(struct ibv_pd *pd);
 	struct ibv_pd *(*alloc_parent_domain)(
@@ -355,6 +397,9 @@ struct verbs_context_ops {
 		struct ibv_srq_init_attr_ex *srq_init_attr_ex);
 	struct ibv_wq *(*create_wq)(struct ibv_context *context,
 				    struct ibv_wq_init_attr *wq_init_attr);
+#if _OPENVERBS_ABI >= 64
+	int (*dealloc_dmah)(struct ibv_dmah *dmah);
+#endif
 	int (*dealloc_mw)(struct ibv_mw *mw);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	int (*dealloc_td)(struct ibv_td *td);
@@ -370,6 +415,10 @@ struct verbs_context_ops {
 	int (*destroy_wq)(struct ibv_wq *wq);
 	int (*detach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid,
 			    uint16_t lid);
+#if _OPENVERBS_ABI >= 64
+	int (*dm_export_dmabuf_fd)(struct ibv_dm *dm);
+	void (*free_buf)(struct ibv_buf *buf);
+#endif
 	void (*free_context)(struct ibv_context *context);
 	int (*free_dm)(struct ibv_dm *dm);
 	int (*get_srq_num)(struct ibv_srq *srq, uint32_t *srq_num);
@@ -409,6 +458,10 @@ struct verbs_context_ops {
 	int (*query_ece)(struct ibv_qp *qp, struct ibv_ece *ece);
 	int (*query_port)(struct ibv_context *context, uint8_t port_num,
 			  struct ibv_port_attr *port_attr);
+#if _OPENVERBS_ABI >= 64
+	int (*query_port_speed)(struct ibv_context *context, uint32_t port_num,
+				uint64_t *speed);
+#endif
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			int attr_mask, struct ibv_qp_init_attr *init_attr);
 	int (*query_qp_data_in_order)(struct ibv_qp *qp, enum ibv_wr_opcode op,
@@ -427,6 +480,10 @@ struct verbs_context_ops {
 					int access);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length,
 				 uint64_t hca_va, int access);
+#if _OPENVERBS_ABI >= 64
+	struct ibv_mr *(*reg_mr_ex)(struct ibv_pd *pd,
+				    struct ibv_mr_init_attr *mr_init_attr);
+#endif
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
 	int (*rereg_mr)(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 			void *addr, size_t length, int access);
@@ -441,9 +498,15 @@ struct verbs_context_ops {
  * Registration and contexts.
  */
 
-/* Called from the provider's constructor. The "34" is the private ABI. */
+/* Called from the provider's constructor. The number is the private ABI
+ * (IBVERBS_PRIVATE_34 up to rdma-core 56, IBVERBS_PRIVATE_64 in 64). */
+#if _OPENVERBS_ABI >= 64
+void verbs_register_driver_64(const struct verbs_device_ops *ops);
+#define verbs_register_driver(ops) verbs_register_driver_64(ops)
+#else
 void verbs_register_driver_34(const struct verbs_device_ops *ops);
 #define verbs_register_driver(ops) verbs_register_driver_34(ops)
+#endif
 
 /*
  * PROVIDER_DRIVER(name, ops): exports `verbs_provider_<name>` and registers
@@ -455,7 +518,7 @@ void verbs_register_driver_34(const struct verbs_device_ops *ops);
 	static __attribute__((constructor)) void                               \
 	drv_##provider_name##_register_driver(void)                            \
 	{                                                                      \
-		verbs_register_driver_34(&drv_struct);                         \
+		verbs_register_driver(&drv_struct);                            \
 	}
 
 /*
@@ -561,10 +624,24 @@ ibv_initialize_parent_domain(struct ibv_pd *parent_domain,
  * `cmd`/`resp` point to the provider's request/response, whose head is the
  * kern-abi.h type; the bytes after the head are sent as driver data (UHW).
  */
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: fd_arr (NULL: none) is handed to the kernel with the command
+ * (UVERBS_ATTR_GET_CONTEXT_FD_ARR; ioctl only). */
+int ibv_cmd_get_context(struct verbs_context *context,
+			struct ibv_get_context *cmd, size_t cmd_size,
+			struct ibv_fd_arr *fd_arr,
+			struct ib_uverbs_get_context_resp *resp,
+			size_t resp_size);
+/* rdma-core 64: the effective speed of a port in 100 Mb/s units
+ * (UVERBS_METHOD_QUERY_PORT_SPEED; ioctl only). */
+int ibv_cmd_query_port_speed(struct ibv_context *context, uint32_t port_num,
+			     uint64_t *speed);
+#else
 int ibv_cmd_get_context(struct verbs_context *context,
 			struct ibv_get_context *cmd, size_t cmd_size,
 			struct ib_uverbs_get_context_resp *resp,
 			size_t resp_size);
+#endif
 int ibv_cmd_query_context(struct ibv_context *ctx,
 			  struct ibv_command_buffer *driver);
 int ibv_cmd_query_device_any(struct ibv_context *context,
@@ -622,15 +699,54 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 enum create_cq_cmd_flags {
 	/* The provider ignores a requested completion timestamp. */
 	CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX = 1 << 0,
+#if _OPENVERBS_ABI >= 64
+	/* rdma-core 64: the provider allocated the CQ ring itself and passes it
+	 * in prov_attr->buffer, by address (VA) or as a dma-buf (DMABUF). */
+	CREATE_CQ_CMD_FLAGS_WITH_MEM_VA = 1 << 1,
+	CREATE_CQ_CMD_FLAGS_WITH_MEM_DMABUF = 1 << 2,
+#endif
 };
 
+#if _OPENVERBS_ABI >= 64
+/* 24 bytes (rdma-core 64): a CQ ring the provider allocated. */
+struct verbs_create_cq_prov_attr {
+	struct {
+		uint64_t length;	/* bytes */
+		union {
+			uint8_t *ptr;	/* WITH_MEM_VA */
+			struct {
+				uint64_t offset;
+				int fd;
+			} dmabuf;	/* WITH_MEM_DMABUF */
+		};
+	} buffer;
+};
+
+/* rdma-core 64: prov_attr (NULL unless cmd_flags has WITH_MEM_*). */
+int ibv_cmd_create_cq_ex(struct ibv_context *context,
+			 const struct ibv_cq_init_attr_ex *cq_attr,
+			 struct verbs_create_cq_prov_attr *prov_attr,
+			 struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
+			 size_t cmd_size,
+			 struct ib_uverbs_ex_create_cq_resp *resp,
+			 size_t resp_size, uint32_t cmd_flags);
+int ibv_cmd_create_cq_ex2(struct ibv_context *context,
+			  const struct ibv_cq_init_attr_ex *cq_attr,
+			  struct verbs_create_cq_prov_attr *prov_attr,
+			  struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
+			  size_t cmd_size,
+			  struct ib_uverbs_ex_create_cq_resp *resp,
+			  size_t resp_size, uint32_t cmd_flags,
+			  struct ibv_command_buffer *driver);
+#else
 int ibv_cmd_create_cq_ex(struct ibv_context *context,
 			 const struct ibv_cq_init_attr_ex *cq_attr,
 			 struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
 			 size_t cmd_size,
 			 struct ib_uverbs_ex_create_cq_resp *resp,
 			 size_t resp_size, uint32_t cmd_flags);
-#if _OPENVERBS_ABI >= 56
+#endif
+#if _OPENVERBS_ABI >= 56 && _OPENVERBS_ABI < 64
 /*
  * rdma-core 56: ibv_cmd_create_cq_ex() with the provider's own attributes
  * (driver, NULL: none) sent with the command; ibv_cmd_create_cq_ex() is this
@@ -677,11 +793,20 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *qp,
 			 struct ibv_create_qp *cmd, size_t cmd_size,
 			 struct ib_uverbs_create_qp_resp *resp,
 			 size_t resp_size);
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: driver (NULL: none) carries the provider's own attributes. */
+int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp,
+			  struct ibv_qp_init_attr_ex *qp_attr,
+			  struct ibv_create_qp_ex *cmd, size_t cmd_size,
+			  struct ib_uverbs_ex_create_qp_resp *resp,
+			  size_t resp_size, struct ibv_command_buffer *driver);
+#else
 int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp,
 			  struct ibv_qp_init_attr_ex *qp_attr,
 			  struct ibv_create_qp_ex *cmd, size_t cmd_size,
 			  struct ib_uverbs_ex_create_qp_resp *resp,
 			  size_t resp_size);
+#endif
 int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
 		    int vqp_sz, struct ibv_qp_open_attr *attr,
 		    struct ibv_open_qp *cmd, size_t cmd_size,
@@ -753,6 +878,36 @@ int ibv_cmd_free_dm(struct verbs_dm *dm);
 int ibv_cmd_reg_dm_mr(struct ibv_pd *pd, struct verbs_dm *dm,
 		      uint64_t offset, size_t length, unsigned int access,
 		      struct verbs_mr *vmr, struct ibv_command_buffer *link);
+
+#if _OPENVERBS_ABI >= 64
+/*
+ * rdma-core 64 (ioctl only; the kernel's errno, or EPROTONOSUPPORT/ENOTTY
+ * from a kernel without the method).  alloc/free of a DMA handle with attr's
+ * hints; the extended registration (the mask rules of ibv_reg_mr_ex(3), an
+ * address-based request falls back to the REG_MR write command); a dma-buf
+ * fd for the mmap page pg_off of the context (-1 and errno on failure).
+ */
+int ibv_cmd_alloc_dmah(struct ibv_context *ctx, struct verbs_dmah *st,
+		       struct ibv_dmah_init_attr *attr);
+int ibv_cmd_free_dmah(struct verbs_dmah *dmah);
+int ibv_cmd_reg_mr_ex(struct ibv_pd *pd, struct verbs_mr *vmr,
+		      struct ibv_mr_init_attr *mr_init_attr);
+int ibv_cmd_export_dmabuf_fd(struct ibv_context *ctx, off_t pg_off);
+
+/*
+ * rdma-core 64: buffers from a Linux DMA-buf heap (/dev/dma_heap/), for
+ * providers whose ibv_alloc_buf() must hand out memory shared with the host
+ * of a confidential-computing guest ("system_cc_shared").  init: NULL and
+ * errno when the heap cannot be opened; alloc: an mmap of size bytes and its
+ * dma-buf fd in *dmabuf_fd, or NULL and errno; free: unmap and close.
+ */
+struct ibv_dmabuf_heap;
+struct ibv_dmabuf_heap *ibv_dmabuf_heap_cc_shared_init(void);
+void ibv_dmabuf_heap_destroy(struct ibv_dmabuf_heap *heap);
+void *ibv_dmabuf_heap_alloc(struct ibv_dmabuf_heap *heap, size_t size,
+			    int *dmabuf_fd);
+void ibv_dmabuf_heap_free(void *buf, size_t size, int dmabuf_fd);
+#endif
 
 #ifdef __cplusplus
 }

@@ -59,4 +59,35 @@ enum {
 #endif
 #endif
 
+/*
+ * rdma-core 64's copy of the uapi has names that no linux-libc-dev up to 6.12
+ * (Debian 13) declares: a driver id (the AMD Pensando ionic device), a core
+ * capability bit and the descriptor of a buffer given to the kernel by
+ * dma-buf or by address.  They are supplied here for those headers.
+ */
+#if _OPENVERBS_ABI >= 64 && \
+	(!defined(LINUX_VERSION_CODE) || LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0))
+enum { RDMA_DRIVER_IONIC = RDMA_DRIVER_MANA + 1 };
+/* the kernel checks the driver data's unused bytes are zero */
+enum { IB_UVERBS_CORE_SUPPORT_ROBUST_UDATA = 1 << 1 };
+
+/* How struct ib_uverbs_buffer_desc names its memory. */
+enum ib_uverbs_buffer_type {
+	IB_UVERBS_BUFFER_TYPE_DMABUF,
+	IB_UVERBS_BUFFER_TYPE_VA,
+};
+
+/* One buffer passed to the kernel: a dma-buf (fd, addr = offset in it) or
+ * user memory (addr = virtual address); flags must be understood by the
+ * kernel, optional_flags may be ignored by it (none defined yet). */
+struct ib_uverbs_buffer_desc {
+	__u32 type;		/* enum ib_uverbs_buffer_type */
+	__s32 fd;
+	__u32 flags;
+	__u32 optional_flags;
+	__aligned_u64 addr;
+	__aligned_u64 length;	/* bytes */
+};
+#endif
+
 #endif /* OPENVERBS_INFINIBAND_IB_USER_IOCTL_VERBS_H */

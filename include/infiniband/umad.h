@@ -37,7 +37,11 @@ union umad_gid {
 	} global;
 } __attribute__((aligned(4))) __attribute__((packed));
 
+#if _OPENVERBS_ABI >= 64
+#define UMAD_MAX_DEVICES 128	/* rdma-core 64 (32 before) */
+#else
 #define UMAD_MAX_DEVICES 32
+#endif
 #define UMAD_ANY_PORT 0
 
 /* Address vector of a MAD (struct ib_user_mad_hdr's address part); 44 bytes. */
@@ -92,7 +96,11 @@ typedef struct ib_user_mad {
 #define SYS_IB_MAD_PORT "port"
 #define SYS_IB_MAD_DEV "ibdev"
 
+#if _OPENVERBS_ABI >= 64
+#define UMAD_MAX_PORTS 192	/* rdma-core 64 (64 before) */
+#else
 #define UMAD_MAX_PORTS 64
+#endif
 
 #define SYS_CA_PORTS_DIR "ports"
 

@@ -138,6 +138,11 @@ enum ibv_fork_status {
 /* ibv_device_attr_ex.device_cap_flags_ex bits beyond the 32-bit enum. */
 #define IBV_DEVICE_RAW_SCATTER_FCS (1ULL << 34)
 #define IBV_DEVICE_PCI_WRITE_END_PADDING (1ULL << 36)
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: DMA of the device goes through bounce buffers (confidential
+ * computing guests); see IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC. */
+#define IBV_DEVICE_CC_DMA_BOUNCE (1ULL << 41)
+#endif
 
 enum ibv_atomic_cap {
 	IBV_ATOMIC_NONE,
@@ -224,6 +229,10 @@ enum ibv_odp_transport_cap_bits {
 	IBV_ODP_SUPPORT_READ = 1 << 3,
 	IBV_ODP_SUPPORT_ATOMIC = 1 << 4,
 	IBV_ODP_SUPPORT_SRQ_RECV = 1 << 5,
+#if _OPENVERBS_ABI >= 64
+	IBV_ODP_SUPPORT_FLUSH = 1 << 6,		/* rdma-core 64 */
+	IBV_ODP_SUPPORT_ATOMIC_WRITE = 1 << 7,	/* rdma-core 64 */
+#endif
 };
 
 struct ibv_odp_caps {
@@ -468,6 +477,11 @@ enum ibv_event_type {
 	IBV_EVENT_CLIENT_REREGISTER,
 	IBV_EVENT_GID_CHANGE,
 	IBV_EVENT_WQ_FATAL,
+#if _OPENVERBS_ABI >= 64
+	/* rdma-core 64: the effective speed of a port changed
+	 * (ibv_query_port_speed(3) tells the new one). */
+	IBV_EVENT_DEVICE_SPEED_CHANGE,
+#endif
 };
 
 /* element: the object the event concerns, chosen by event_type. */
@@ -712,6 +726,41 @@ struct ibv_mw {
 	uint32_t handle;
 	enum ibv_mw_type type;
 };
+
+#if _OPENVERBS_ABI >= 64
+/* A DMA handle (ibv_alloc_dmah(3), rdma-core 64): steering hints (TPH) the
+ * device attaches to the DMA of MRs registered with it. */
+struct ibv_dmah {
+	struct ibv_context *context;
+};
+
+/* A buffer of ibv_alloc_buf(3) (rdma-core 64); opaque to applications. */
+struct ibv_buf;
+
+/* comp_mask of struct ibv_mr_init_attr: which optional fields are valid. */
+enum ibv_mr_init_attr_mask {
+	IBV_REG_MR_MASK_IOVA = 1 << 0,
+	IBV_REG_MR_MASK_ADDR = 1 << 1,
+	IBV_REG_MR_MASK_FD = 1 << 2,
+	IBV_REG_MR_MASK_FD_OFFSET = 1 << 3,
+	IBV_REG_MR_MASK_DMAH = 1 << 4,
+	IBV_REG_MR_MASK_BUF = 1 << 5,
+};
+
+/* ibv_reg_mr_ex(3): one registration request; fields beyond length and
+ * access are read only when their comp_mask bit is set. */
+struct ibv_mr_init_attr {
+	size_t length;		/* bytes */
+	int access;		/* enum ibv_access_flags */
+	uint64_t comp_mask;	/* enum ibv_mr_init_attr_mask */
+	uint64_t iova;		/* address the MR is known by (IOVA) */
+	void *addr;		/* start of the memory (ADDR) */
+	int fd;			/* dma-buf file descriptor (FD) */
+	uint64_t fd_offset;	/* offset of the region in the dma-buf (FD_OFFSET) */
+	struct ibv_dmah *dmah;	/* DMA handle (DMAH) */
+	struct ibv_buf *buf;	/* buffer of ibv_alloc_buf() (BUF); needs ADDR */
+};
+#endif
 
 /* ------------------------------------------------------------------ */
 /* Addressing                                                         */
@@ -1055,6 +1104,11 @@ enum ibv_qp_attr_mask {
 enum ibv_query_qp_data_in_order_flags {
 	/* answer with a vector of the capabilities below instead of 0/1 */
 	IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS = 1 << 0,
+#if _OPENVERBS_ABI >= 64
+	/* rdma-core 64: the device's own guarantee, before the host's PCIe
+	 * ordering is taken into account */
+	IBV_QUERY_QP_DATA_IN_ORDER_DEVICE_ONLY = 1 << 1,
+#endif
 };
 
 /* Capability bits of ibv_query_qp_data_in_order(3) (rdma-core 56). */
@@ -1542,6 +1596,14 @@ static inline void ibv_wr_abort(struct ibv_qp_ex *qp)
 }
 
 /* Enhanced connection establishment data (ibv_query_ece(3)). */
+#if _OPENVERBS_ABI >= 64
+/* A set of file descriptors handed to the kernel (ibv_cmd_get_context). */
+struct ibv_fd_arr {
+	int *arr;
+	uint32_t count;
+};
+
+#endif
 struct ibv_ece {
 	uint32_t vendor_id;	/* PCI vendor id of the HCA */
 	uint32_t options;	/* vendor-defined */
@@ -2159,6 +2221,11 @@ struct ibv_cq_init_attr_ex {
 enum ibv_parent_domain_init_attr_mask {
 	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS = 1 << 0,
 	IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT = 1 << 1,
+#if _OPENVERBS_ABI >= 64
+	/* rdma-core 64: buffers may be allocated unprotected on a
+	 * confidential-computing guest (IBV_DEVICE_CC_DMA_BOUNCE) */
+	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC = 1 << 2,
+#endif
 };
 
 /*
@@ -2224,7 +2291,43 @@ struct ibv_values_ex {
  */
 struct verbs_ex_private;
 
+#if _OPENVERBS_ABI >= 64
+/* TPH memory type of a DMA handle (ibv_alloc_dmah(3)). */
+enum ibv_tph_mem_type {
+	IBV_TPH_MEM_TYPE_VM,	/* volatile memory */
+	IBV_TPH_MEM_TYPE_PM,	/* persistent memory */
+};
+
+/* comp_mask of struct ibv_dmah_init_attr. */
+enum ibv_dmah_init_attr_mask {
+	IBV_DMAH_INIT_ATTR_MASK_CPU_ID = 1 << 0,
+	IBV_DMAH_INIT_ATTR_MASK_PH = 1 << 1,
+	IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE = 1 << 2,
+};
+
+/* ibv_alloc_dmah(3): the steering hints; a field counts when its bit is set. */
+struct ibv_dmah_init_attr {
+	uint32_t comp_mask;	/* enum ibv_dmah_init_attr_mask */
+	uint32_t cpu_id;	/* CPU whose cache the DMA should target */
+	uint8_t ph;		/* PCIe processing hint */
+	uint8_t tph_mem_type;	/* enum ibv_tph_mem_type */
+};
+
+#endif
 struct verbs_context {
+#if _OPENVERBS_ABI >= 64
+	/* rdma-core 64's slots: the struct grows downwards, so these come
+	 * first and every older member keeps its distance to context. */
+	void (*free_buf)(struct ibv_buf *buf);
+	void *(*alloc_buf)(struct ibv_pd *pd, size_t size,
+			   struct ibv_buf **buf);
+	int (*dm_export_dmabuf_fd)(struct ibv_dm *dm);
+	struct ibv_mr *(*reg_mr_ex)(struct ibv_pd *pd,
+				    struct ibv_mr_init_attr *mr_init_attr);
+	int (*dealloc_dmah)(struct ibv_dmah *dmah);
+	struct ibv_dmah *(*alloc_dmah)(struct ibv_context *context,
+				       struct ibv_dmah_init_attr *attr);
+#endif
 	int (*query_port)(struct ibv_context *context, uint8_t port_num,
 			  struct ibv_port_attr *port_attr,
 			  size_t port_attr_len);
@@ -2353,6 +2456,22 @@ struct ibv_device **ibv_get_device_list(int *num_devices);
  * 19 providers (or "all") to register before the device list is built.
  * Unused positions are filled with the "none" provider.
  */
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: up to 20 providers (ionic joined). */
+#define _RDMA_STATIC_PREFIX_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11,    \
+			     _12, _13, _14, _15, _16, _17, _18, _19, _20, ...) \
+	&verbs_provider_##_1, &verbs_provider_##_2, &verbs_provider_##_3,      \
+	&verbs_provider_##_4, &verbs_provider_##_5, &verbs_provider_##_6,      \
+	&verbs_provider_##_7, &verbs_provider_##_8, &verbs_provider_##_9,      \
+	&verbs_provider_##_10, &verbs_provider_##_11, &verbs_provider_##_12,   \
+	&verbs_provider_##_13, &verbs_provider_##_14, &verbs_provider_##_15,   \
+	&verbs_provider_##_16, &verbs_provider_##_17, &verbs_provider_##_18,   \
+	&verbs_provider_##_19, &verbs_provider_##_20
+#define _RDMA_STATIC_PREFIX(arg)                                             \
+	_RDMA_STATIC_PREFIX_(arg, none, none, none, none, none, none, none,   \
+			     none, none, none, none, none, none, none, none,  \
+			     none, none, none, none)
+#else
 #define _RDMA_STATIC_PREFIX_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11,    \
 			     _12, _13, _14, _15, _16, _17, _18, _19, ...)     \
 	&verbs_provider_##_1, &verbs_provider_##_2, &verbs_provider_##_3,      \
@@ -2366,6 +2485,7 @@ struct ibv_device **ibv_get_device_list(int *num_devices);
 	_RDMA_STATIC_PREFIX_(arg, none, none, none, none, none, none, none,   \
 			     none, none, none, none, none, none, none, none,  \
 			     none, none, none)
+#endif
 
 struct verbs_device_ops;
 extern const struct verbs_device_ops verbs_provider_bnxt_re;
@@ -2376,6 +2496,9 @@ extern const struct verbs_device_ops verbs_provider_hfi1verbs;
 extern const struct verbs_device_ops verbs_provider_hns;
 extern const struct verbs_device_ops verbs_provider_ipathverbs;
 extern const struct verbs_device_ops verbs_provider_irdma;
+#if _OPENVERBS_ABI >= 64
+extern const struct verbs_device_ops verbs_provider_ionic;
+#endif
 extern const struct verbs_device_ops verbs_provider_mana;
 extern const struct verbs_device_ops verbs_provider_mlx4;
 extern const struct verbs_device_ops verbs_provider_mlx5;
@@ -3492,6 +3615,64 @@ int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
 
 /* ibv_set_ece(3): 0 or an errno value (EOPNOTSUPP when unsupported). */
 int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+
+#if _OPENVERBS_ABI >= 64
+/* ------------------------------------------------------------------ */
+/* rdma-core 64: DMA handles, extended registration, buffers, speed    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * ibv_alloc_dmah(3): a DMA handle with attr's steering hints.  NULL with
+ * errno on failure: EOPNOTSUPP when the provider (or the kernel) has none,
+ * EINVAL for a bad attribute.
+ */
+struct ibv_dmah *ibv_alloc_dmah(struct ibv_context *context,
+				struct ibv_dmah_init_attr *attr);
+
+/* ibv_alloc_dmah(3): frees a DMA handle; 0 or an errno value (EBUSY while an
+ * MR uses it, EOPNOTSUPP). */
+int ibv_dealloc_dmah(struct ibv_dmah *dmah);
+
+/*
+ * ibv_reg_mr_ex(3): registers memory described by *mr_init_attr (an address
+ * or a dma-buf fd and offset, optionally an IOVA, a DMA handle or a buffer of
+ * ibv_alloc_buf()); the attr is not modified.  NULL with errno on failure:
+ * EINVAL for a contradictory mask, EOPNOTSUPP for what the provider cannot
+ * do, or the kernel's error.
+ */
+struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd,
+			     struct ibv_mr_init_attr *mr_init_attr);
+
+/*
+ * ibv_query_port_speed(3): the effective speed of a port in units of
+ * 100 Mb/s in *port_speed.  0 or an errno value (EOPNOTSUPP when unknown).
+ */
+int ibv_query_port_speed(struct ibv_context *context, uint32_t port_num,
+			 uint64_t *port_speed);
+
+/* ibv_dm_export_dmabuf_fd(3): a dma-buf fd for device memory, or -1 with
+ * errno (EOPNOTSUPP when unsupported). */
+int ibv_dm_export_dmabuf_fd(struct ibv_dm *dm);
+
+/*
+ * ibv_alloc_buf(3): size bytes of at least page-aligned memory allocated the
+ * way the provider prefers for DMA; *buf receives the handle for
+ * ibv_reg_buf_mr() and ibv_free_buf().  NULL with errno (ENOMEM) on failure.
+ */
+void *ibv_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf);
+
+/* ibv_alloc_buf(3): frees a buffer of ibv_alloc_buf(). */
+void ibv_free_buf(struct ibv_buf *buf);
+
+/*
+ * ibv_reg_buf_mr(3): registers addr..addr+length inside a buffer of
+ * ibv_alloc_buf() (same pd).  NULL with errno: EINVAL when the range leaves
+ * the buffer or pd differs, else as ibv_reg_mr_ex().
+ */
+struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf,
+			      void *addr, size_t length, int access);
+
+#endif /* _OPENVERBS_ABI >= 64 */
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 #include "core/ops.h"
+#include "core/verbs/verbs.h"
 
 #include <cerrno>
 #include <type_traits>
@@ -42,6 +43,14 @@ int dummy_rereg_mr(verbs_mr *, int, ibv_pd *, void *, size_t, int) noexcept
 
 int dummy_query_qp_data_in_order(ibv_qp *, ibv_wr_opcode, uint32_t) noexcept { return 0; }
 
+#if _OPENVERBS_ABI >= 64
+int dummy_dm_export_dmabuf_fd(ibv_dm *) noexcept
+{
+	errno = EOPNOTSUPP;
+	return -1;
+}
+#endif
+
 constexpr verbs_context_ops make_dummy_ops()
 {
 	verbs_context_ops ops{};
@@ -54,6 +63,12 @@ constexpr verbs_context_ops make_dummy_ops()
 	ops.post_srq_ops = dummy_post_srq_ops;
 	ops.rereg_mr = dummy_rereg_mr;
 	ops.query_qp_data_in_order = dummy_query_qp_data_in_order;
+#if _OPENVERBS_ABI >= 64
+	ops.dm_export_dmabuf_fd = dummy_dm_export_dmabuf_fd;
+	ops.alloc_buf = ov::verbs::default_alloc_buf;
+	ops.free_buf = ov::verbs::default_free_buf;
+	ops.reg_mr_ex = ov::verbs::default_reg_mr_ex;
+#endif
 	return ops;
 }
 

@@ -1,7 +1,7 @@
 // The op tables of a context (facts 1.8): verbs_dummy_ops and verbs_set_ops.
 //
-// OV_VERBS_OPS(X) lists the 76 slots of struct verbs_context_ops in their
-// declaration (alphabetical) order, each with where verbs_set_ops mirrors it:
+// OV_VERBS_OPS(X) lists the slots of struct verbs_context_ops (76; 83 for the
+// 64 target, OV_VERBS_OPS_64) each with where verbs_set_ops mirrors it:
 //   VCTX   the verbs_context slot of the same name (application inline code)
 //   LIVE   the live slot of the same name in ibv_context::ops
 //   COMPAT ibv_context::ops._compat_<name> (kept for old binaries)
@@ -36,7 +36,17 @@
 	X(query_rt_values, VCTX) X(query_srq, COMPAT) X(read_counters, VCTX)                \
 	X(reg_dm_mr, VCTX) X(reg_dmabuf_mr, PRIV) X(reg_mr, COMPAT) X(req_notify_cq, LIVE)  \
 	X(rereg_mr, COMPAT) X(resize_cq, COMPAT) X(set_ece, PRIV) X(unimport_dm, PRIV)      \
-	X(unimport_mr, PRIV) X(unimport_pd, PRIV)
+	X(unimport_mr, PRIV) X(unimport_pd, PRIV) OV_VERBS_OPS_64(X)
+
+// rdma-core 64's seven slots (the order of the list does not matter).
+#if _OPENVERBS_ABI >= 64
+#define OV_VERBS_OPS_64(X)                                                                 \
+	X(alloc_buf, VCTX) X(alloc_dmah, VCTX) X(dealloc_dmah, VCTX)                        \
+	X(dm_export_dmabuf_fd, VCTX) X(free_buf, VCTX) X(query_port_speed, PRIV)            \
+	X(reg_mr_ex, VCTX)
+#else
+#define OV_VERBS_OPS_64(X)
+#endif
 
 namespace ov::core {
 
@@ -44,7 +54,9 @@ namespace ov::core {
 // errno = EOPNOTSUPP and return NULL; int stubs return EOPNOTSUPP (post_*
 // also set *bad_wr to the first request); void stubs do nothing;
 // rereg_mr sets errno and returns IBV_REREG_MR_ERR_INPUT;
-// query_qp_data_in_order returns 0 (no in-order guarantee).
+// query_qp_data_in_order returns 0 (no in-order guarantee); 64 target:
+// dm_export_dmabuf_fd returns -1 with errno EOPNOTSUPP, alloc_buf/free_buf
+// and reg_mr_ex are the library's defaults (ov::verbs::default_*).
 extern const struct verbs_context_ops dummy_ops;
 
 // verbs_set_ops: copies each non-NULL op into priv->ops and mirrors it into

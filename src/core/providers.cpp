@@ -29,7 +29,14 @@ std::vector<const verbs_device_ops *> &registry()
 	return *r;
 }
 
+// The provider ABI is part of the plugin's name (lib<name>-rdmav<N>.so).
+#if _OPENVERBS_ABI >= 64
+constexpr const char *kSuffix = "-rdmav64.so";
+constexpr const char *kPrivateNode = "IBVERBS_PRIVATE_64";
+#else
 constexpr const char *kSuffix = "-rdmav34.so";
+constexpr const char *kPrivateNode = "IBVERBS_PRIVATE_34";
+#endif
 
 } // namespace
 
@@ -261,7 +268,8 @@ LoadOutcome ProviderLoader::load(const std::string &name)
 			const char *err = dlerror();
 			out.reason = err ? err : "dlopen failed";
 			if (out.reason.find("IBVERBS_PRIVATE_") != std::string::npos)
-				out.reason += " (provider built for another private ABI; this library provides IBVERBS_PRIVATE_34)";
+				out.reason += std::string(" (provider built for another private ABI; this library provides ") +
+					      kPrivateNode + ")";
 		} else if (registered_providers().size() == before) {
 			out.reason = "loaded but registered no provider (not a libibverbs provider, or already registered)";
 			out.loaded = true;

@@ -1,4 +1,4 @@
-// Exported ibv_cmd_* of the private provider ABI (IBVERBS_PRIVATE_34) and the
+// Exported ibv_cmd_* of the private provider ABI (IBVERBS_PRIVATE_34, or _64) and the
 // ioctl entry points providers call directly. Each is a thin extern "C"
 // forwarder into the kernel transport (src/kernel/commands.h documents the
 // behaviour); prototypes come from include/infiniband/driver.h and
@@ -18,10 +18,24 @@ OV_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, struct ib
 	return ov::kernel::final_num_attrs(num_attrs, link);
 }
 
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64: same symbol, an fd array (may be NULL) before resp.
+OV_EXPORT int ibv_cmd_get_context(struct verbs_context *context, struct ibv_get_context *cmd, size_t cmd_size, struct ibv_fd_arr *fd_arr, struct ib_uverbs_get_context_resp *resp, size_t resp_size)
+{
+	return ov::kernel::cmd_get_context(context, cmd, cmd_size, resp, resp_size, fd_arr ? fd_arr->arr : nullptr,
+					   fd_arr ? fd_arr->count : 0);
+}
+
+OV_EXPORT int ibv_cmd_query_port_speed(struct ibv_context *context, uint32_t port_num, uint64_t *speed)
+{
+	return ov::kernel::cmd_query_port_speed(context, port_num, speed);
+}
+#else
 OV_EXPORT int ibv_cmd_get_context(struct verbs_context *context, struct ibv_get_context *cmd, size_t cmd_size, struct ib_uverbs_get_context_resp *resp, size_t resp_size)
 {
 	return ov::kernel::cmd_get_context(context, cmd, cmd_size, resp, resp_size);
 }
+#endif
 
 OV_EXPORT int ibv_cmd_query_context(struct ibv_context *ctx, struct ibv_command_buffer *driver)
 {
@@ -112,12 +126,27 @@ OV_EXPORT int ibv_cmd_create_cq(struct ibv_context *context, int cqe, struct ibv
 	return ov::kernel::cmd_create_cq(context, cqe, channel, comp_vector, cq, cmd, cmd_size, resp, resp_size);
 }
 
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64: same symbols, the provider's CQ ring (prov_attr) third.
+OV_EXPORT int ibv_cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_create_cq_prov_attr *prov_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags)
+{
+	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, nullptr,
+					    prov_attr);
+}
+
+OV_EXPORT int ibv_cmd_create_cq_ex2(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_create_cq_prov_attr *prov_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver)
+{
+	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, driver,
+					    prov_attr);
+}
+#else
 OV_EXPORT int ibv_cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags)
 {
 	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, nullptr);
 }
+#endif
 
-#if _OPENVERBS_ABI >= 56
+#if _OPENVERBS_ABI >= 56 && _OPENVERBS_ABI < 64
 OV_EXPORT int ibv_cmd_create_cq_ex2(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver)
 {
 	return ov::kernel::cmd_create_cq_ex(context, cq_attr, cq, cmd, cmd_size, resp, resp_size, cmd_flags, driver);
@@ -184,10 +213,18 @@ OV_EXPORT int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp 
 	return ov::kernel::cmd_create_qp_ex(context, qp, attr_ex, cmd, cmd_size, resp, resp_size);
 }
 
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64: same symbol, the provider's own attributes (driver) last.
+OV_EXPORT int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp, struct ibv_qp_init_attr_ex *qp_attr, struct ibv_create_qp_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size, struct ibv_command_buffer *driver)
+{
+	return ov::kernel::cmd_create_qp_ex2(context, qp, qp_attr, cmd, cmd_size, resp, resp_size, driver);
+}
+#else
 OV_EXPORT int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp, struct ibv_qp_init_attr_ex *qp_attr, struct ibv_create_qp_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size)
 {
 	return ov::kernel::cmd_create_qp_ex2(context, qp, qp_attr, cmd, cmd_size, resp, resp_size);
 }
+#endif
 
 OV_EXPORT int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz, struct ibv_qp_open_attr *attr, struct ibv_open_qp *cmd, size_t cmd_size, struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
 {
@@ -328,3 +365,47 @@ OV_EXPORT int ibv_cmd_reg_dm_mr(struct ibv_pd *pd, struct verbs_dm *dm, uint64_t
 {
 	return ov::kernel::cmd_reg_dm_mr(pd, dm, offset, length, access, vmr, link);
 }
+
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64's new private functions (driver.h documents them).
+OV_EXPORT int ibv_cmd_alloc_dmah(struct ibv_context *ctx, struct verbs_dmah *st, struct ibv_dmah_init_attr *attr)
+{
+	return ov::kernel::cmd_alloc_dmah(ctx, st, attr);
+}
+
+OV_EXPORT int ibv_cmd_free_dmah(struct verbs_dmah *dmah)
+{
+	return ov::kernel::cmd_free_dmah(dmah);
+}
+
+OV_EXPORT int ibv_cmd_reg_mr_ex(struct ibv_pd *pd, struct verbs_mr *vmr, struct ibv_mr_init_attr *mr_init_attr)
+{
+	return ov::kernel::cmd_reg_mr_ex(pd, vmr, mr_init_attr);
+}
+
+OV_EXPORT int ibv_cmd_export_dmabuf_fd(struct ibv_context *ctx, off_t pg_off)
+{
+	return ov::kernel::cmd_export_dmabuf_fd(ctx, pg_off);
+}
+
+// The heap handle is the kernel layer's DmabufHeap (opaque to providers).
+OV_EXPORT struct ibv_dmabuf_heap *ibv_dmabuf_heap_cc_shared_init(void)
+{
+	return reinterpret_cast<struct ibv_dmabuf_heap *>(ov::kernel::dmabuf_heap_open("system_cc_shared"));
+}
+
+OV_EXPORT void ibv_dmabuf_heap_destroy(struct ibv_dmabuf_heap *heap)
+{
+	ov::kernel::dmabuf_heap_close(reinterpret_cast<ov::kernel::DmabufHeap *>(heap));
+}
+
+OV_EXPORT void *ibv_dmabuf_heap_alloc(struct ibv_dmabuf_heap *heap, size_t size, int *dmabuf_fd)
+{
+	return ov::kernel::dmabuf_heap_alloc(reinterpret_cast<ov::kernel::DmabufHeap *>(heap), size, dmabuf_fd);
+}
+
+OV_EXPORT void ibv_dmabuf_heap_free(void *buf, size_t size, int dmabuf_fd)
+{
+	ov::kernel::dmabuf_heap_free(buf, size, dmabuf_fd);
+}
+#endif

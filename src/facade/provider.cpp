@@ -20,7 +20,9 @@ OV_EXPORT_DATA bool verbs_allow_disassociate_destroy = false;
 // Called by a provider's constructor (PROVIDER_DRIVER) while it is being
 // dlopen'ed. Registering the same ops twice has no effect; ops without a
 // name or alloc_device are ignored with a diagnostic.
-OV_EXPORT void verbs_register_driver_34(const struct verbs_device_ops *ops)
+// The name carries the private ABI: verbs_register_driver_34 up to rdma-core
+// 56, verbs_register_driver_64 for the 64 target (driver.h's macro).
+OV_EXPORT void verbs_register_driver(const struct verbs_device_ops *ops)
 {
 	ov::core::register_provider(ops);
 }

@@ -27,9 +27,10 @@ namespace {
 constexpr uint32_t kCqCmdFlagsTsIgnoredEx = CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX;
 
 int create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel *channel, int comp_vector,
-	      uint32_t flags, struct ibv_cq *cq, struct ibv_command_buffer *link, uint32_t cmd_flags) noexcept
+	      uint32_t flags, struct ibv_cq *cq, struct ibv_command_buffer *link, uint32_t cmd_flags,
+	      const struct verbs_create_cq_prov_attr *prov_attr = nullptr) noexcept
 {
-	CommandBuffer cmdb(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 7, link);
+	CommandBuffer cmdb(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, 10, link);
 	if (!cmdb.ok())
 		return fail(ENOMEM);
 	uint32_t resp_cqe = 0;
@@ -42,6 +43,30 @@ int create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel *cha
 	if (channel)
 		cmdb.in_fd(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, channel->fd);
 	cmdb.in_u32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, (uint32_t)comp_vector);
+#if _OPENVERBS_ABI >= 64
+	// rdma-core 64: a CQ ring the provider allocated. The attributes follow
+	// UVERBS_ATTR_CREATE_CQ_EVENT_FD in the kernel's enum (VA, LENGTH, FD,
+	// OFFSET; not in the 6.1/6.12 uapi headers); the write commands cannot
+	// carry them.
+	constexpr uint16_t kBufferVa = UVERBS_ATTR_CREATE_CQ_EVENT_FD + 1;
+	constexpr uint16_t kBufferLength = UVERBS_ATTR_CREATE_CQ_EVENT_FD + 2;
+	constexpr uint16_t kBufferFd = UVERBS_ATTR_CREATE_CQ_EVENT_FD + 3;
+	constexpr uint16_t kBufferOffset = UVERBS_ATTR_CREATE_CQ_EVENT_FD + 4;
+	if (cmd_flags & (CREATE_CQ_CMD_FLAGS_WITH_MEM_VA | CREATE_CQ_CMD_FLAGS_WITH_MEM_DMABUF)) {
+		if (!prov_attr)
+			return fail(EINVAL);
+		if (cmd_flags & CREATE_CQ_CMD_FLAGS_WITH_MEM_VA) {
+			cmdb.in_u64(kBufferVa, ptr_to_u64(prov_attr->buffer.ptr));
+		} else {
+			cmdb.in_fd(kBufferFd, prov_attr->buffer.dmabuf.fd);
+			cmdb.in_u64(kBufferOffset, prov_attr->buffer.dmabuf.offset);
+		}
+		cmdb.in_u64(kBufferLength, prov_attr->buffer.length);
+		cmdb.ioctl_only();
+	}
+#else
+	(void)prov_attr;
+#endif
 	if (flags) {
 		// A timestamp the provider can do without does not force the
 		// extended legacy command.
@@ -120,7 +145,8 @@ int cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel 
 
 int cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
 		     struct verbs_cq *cq, void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
-		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver) noexcept
+		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver,
+		     const struct verbs_create_cq_prov_attr *prov_attr) noexcept
 {
 	if (!context || !cq_attr || !cq)
 		return fail(EINVAL);
@@ -138,7 +164,7 @@ int cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_
 		flags |= IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN;
 
 	return create_cq(context, (int)cq_attr->cqe, cq_attr->channel, (int)cq_attr->comp_vector, flags, &cq->cq,
-			 link.get(), cmd_flags);
+			 link.get(), cmd_flags, prov_attr);
 }
 
 int cmd_destroy_cq(struct ibv_cq *cq) noexcept

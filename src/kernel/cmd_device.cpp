@@ -46,14 +46,15 @@ void copy_port_attr(struct ibv_port_attr *port_attr, const struct ib_uverbs_quer
 } // namespace
 
 int cmd_get_context(struct verbs_context *context_ex, void *cmd, size_t cmd_size,
-		    struct ib_uverbs_get_context_resp *resp, size_t resp_size) noexcept
+		    struct ib_uverbs_get_context_resp *resp, size_t resp_size, const int *fds,
+		    uint32_t nfds) noexcept
 {
 	if (!context_ex)
 		return fail(EINVAL);
 	struct ibv_context *context = &context_ex->context;
 	CompatBuffer<ib_uverbs_get_context, ib_uverbs_get_context_resp> link(
 		UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, cmd, cmd_size, resp, resp_size);
-	CommandBuffer cmdb(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, 2, link.get());
+	CommandBuffer cmdb(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, 3, link.get());
 	if (!link.ok() || !cmdb.ok())
 		return fail(ENOMEM);
 
@@ -61,6 +62,15 @@ int cmd_get_context(struct verbs_context *context_ex, void *cmd, size_t cmd_size
 	uint64_t core_support = 0;
 	cmdb.out_ptr(UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, &num_comp_vectors);
 	cmdb.out_ptr(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, &core_support);
+	if (fds && nfds) {
+		// rdma-core 64: UVERBS_ATTR_GET_CONTEXT_FD_ARR, the attribute after
+		// CORE_SUPPORT (not in the 6.1/6.12 uapi headers); the write
+		// command cannot carry it, so a kernel without it fails.
+		if (nfds > UINT16_MAX / sizeof(int))
+			return fail(EINVAL);
+		cmdb.in(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT + 1, fds, nfds * sizeof(int));
+		cmdb.ioctl_only();
+	}
 
 	int ret = 0;
 	// GET_CONTEXT has no op of its own; rdma-core books it on free_context.

@@ -13,9 +13,7 @@
 
 namespace ov::kernel {
 
-namespace {
-
-// A destroy that exists only as an ioctl method.
+// A destroy that exists only as an ioctl method (commands.h).
 int destroy_ioctl_only(struct ibv_context *ctx, uint16_t object, uint16_t method, uint16_t attr,
 		       uint32_t handle) noexcept
 {
@@ -29,8 +27,6 @@ int destroy_ioctl_only(struct ibv_context *ctx, uint16_t object, uint16_t method
 	destroy_failed(&ret);
 	return ret;
 }
-
-} // namespace
 
 // ---------------------------------------------------------------------------
 // WQ

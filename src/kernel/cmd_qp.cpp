@@ -361,13 +361,14 @@ int cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *qp, struct ib
 }
 
 int cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp, struct ibv_qp_init_attr_ex *attr_ex,
-		      void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size) noexcept
+		      void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size,
+		      struct ibv_command_buffer *driver) noexcept
 {
 	if (!context || !qp || !attr_ex)
 		return fail(EINVAL);
 	CompatBuffer<ib_uverbs_ex_create_qp, ib_uverbs_ex_create_qp_resp> link(
 		UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE, cmd, cmd_size, resp, resp_size,
-		kLegacyExSize<ib_uverbs_ex_create_qp>);
+		kLegacyExSize<ib_uverbs_ex_create_qp>, driver);
 	if (!link.ok())
 		return fail(ENOMEM);
 	if (attr_ex->comp_mask &

@@ -14,11 +14,21 @@
 
 #include <cerrno>
 
+struct verbs_create_cq_prov_attr; // rdma-core 64 (driver.h)
+
 namespace ov::kernel {
 
+// A destroy that exists only as an ioctl method: 0 or the errno value (a
+// disassociated device's EIO counts as success when allowed).
+int destroy_ioctl_only(struct ibv_context *ctx, uint16_t object, uint16_t method, uint16_t attr,
+		       uint32_t handle) noexcept;
+
 // device
+// fds/nfds: rdma-core 64's fd array (UVERBS_ATTR_GET_CONTEXT_FD_ARR, ioctl
+// only); NULL/0 for none, which is the command of earlier releases.
 int cmd_get_context(struct verbs_context *context_ex, void *cmd, size_t cmd_size,
-		    struct ib_uverbs_get_context_resp *resp, size_t resp_size) noexcept;
+		    struct ib_uverbs_get_context_resp *resp, size_t resp_size, const int *fds = nullptr,
+		    uint32_t nfds = 0) noexcept;
 int cmd_query_context(struct ibv_context *context, struct ibv_command_buffer *driver) noexcept;
 int cmd_query_device_any(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
 			 struct ibv_device_attr_ex *attr, size_t attr_size,
@@ -60,9 +70,13 @@ int cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel 
 		  size_t resp_size) noexcept;
 // driver: the provider's own attributes (ibv_cmd_create_cq_ex2 of
 // rdma-core 56), linked after the legacy request's; NULL for none.
+// prov_attr: rdma-core 64's CQ ring allocated by the provider, used when
+// cmd_flags has CREATE_CQ_CMD_FLAGS_WITH_MEM_VA/_DMABUF (ioctl only; EINVAL
+// when those flags come without it).
 int cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
 		     struct verbs_cq *cq, void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
-		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver) noexcept;
+		     size_t resp_size, uint32_t cmd_flags, struct ibv_command_buffer *driver,
+		     const struct verbs_create_cq_prov_attr *prov_attr = nullptr) noexcept;
 int cmd_destroy_cq(struct ibv_cq *cq) noexcept;
 int cmd_resize_cq(struct ibv_cq *cq, int cqe, void *cmd, size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
 		  size_t resp_size) noexcept;
@@ -88,9 +102,11 @@ int cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_qp_init_attr 
 int cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *qp, struct ibv_qp_init_attr_ex *attr_ex,
 		     void *cmd, size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
 		     size_t resp_size) noexcept;
+// driver: the provider's own attributes (rdma-core 64's last argument),
+// linked after the legacy request's; NULL for none.
 int cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp, struct ibv_qp_init_attr_ex *attr_ex,
 		      void *cmd, size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp,
-		      size_t resp_size) noexcept;
+		      size_t resp_size, struct ibv_command_buffer *driver = nullptr) noexcept;
 int cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz, struct ibv_qp_open_attr *attr,
 		void *cmd, size_t cmd_size, struct ib_uverbs_create_qp_resp *resp, size_t resp_size) noexcept;
 int cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr,
@@ -281,5 +297,25 @@ template <class Resp> inline DestroyAnswer answer_in(uint16_t attr, Resp *resp) 
 {
 	return DestroyAnswer{attr, resp, sizeof(*resp), resp, sizeof(*resp)};
 }
+
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64 (cmd_v64.cpp): ioctl-only commands, 0 or an errno value
+// (export: an fd, or -1 with errno). reg_mr_ex falls back to the REG_MR
+// write command for an address registration without a DMA handle.
+int cmd_alloc_dmah(struct ibv_context *ctx, struct verbs_dmah *dmah, const struct ibv_dmah_init_attr *attr) noexcept;
+int cmd_free_dmah(struct verbs_dmah *dmah) noexcept;
+int cmd_query_port_speed(struct ibv_context *context, uint32_t port_num, uint64_t *speed) noexcept;
+int cmd_export_dmabuf_fd(struct ibv_context *ctx, off_t pg_off) noexcept;
+int cmd_reg_mr_ex(struct ibv_pd *pd, struct verbs_mr *vmr, const struct ibv_mr_init_attr *attr) noexcept;
+
+// DMA-buf heaps: open /dev/dma_heap/<name> (NULL with errno; EOPNOTSUPP when
+// built without <linux/dma-heap.h>), allocate and mmap size bytes (the
+// dma-buf fd in *dmabuf_fd), unmap and close.
+struct DmabufHeap;
+DmabufHeap *dmabuf_heap_open(const char *name) noexcept;
+void dmabuf_heap_close(DmabufHeap *heap) noexcept;
+void *dmabuf_heap_alloc(DmabufHeap *heap, size_t size, int *dmabuf_fd) noexcept;
+void dmabuf_heap_free(void *buf, size_t size, int dmabuf_fd) noexcept;
+#endif
 
 } // namespace ov::kernel

@@ -78,26 +78,40 @@ def read_table(path, abi=None):
     none)."""
     s = Surface()
     with open(path) as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
+        raw_lines = list(enumerate(f, 1))
+    # Node renames ("R OLD NEW cond") that hold for this target.
+    renames = {}
+    for number, raw in raw_lines:
+        words = raw.split()
+        if words and words[0] == "R":
+            where = "%s:%d" % (path, number)
+            if len(words) != 4 or abi is None:
+                raise SystemExit("%s: cannot parse '%s'" % (where, raw.strip()))
+            if abi_condition_holds(words[3], abi, where):
+                renames[words[1]] = words[2]
+    for number, raw in raw_lines:
+        line = raw.strip()
+        if not line or line.startswith("#") or line.split()[0] == "R":
+            continue
+        words = line.split()
+        for old, new in renames.items():
+            words = [new if w == old else re.sub(r"@%s$" % re.escape(old), "@" + new, w)
+                     for w in words]
+        if len(words) > 1 and words[-1].startswith("abi"):
+            where = "%s:%d" % (path, number)
+            if abi is None:
+                raise SystemExit("%s: target condition without --abi" % where)
+            if not abi_condition_holds(words[-1], abi, where):
                 continue
-            words = line.split()
-            if len(words) > 1 and words[-1].startswith("abi"):
-                where = "%s:%d" % (path, number)
-                if abi is None:
-                    raise SystemExit("%s: target condition without --abi" % where)
-                if not abi_condition_holds(words[-1], abi, where):
-                    continue
-                words = words[:-1]
-            if words[0] == "A" and len(words) in (2, 3):
-                s.entries.add("A " + words[1])
-                if len(words) == 3:
-                    s.parents[words[1]] = words[2]
-            elif words[0] in ("T", "B") and len(words) == 2 and "@" in words[1]:
-                s.entries.add("%s %s" % (words[0], words[1]))
-            else:
-                raise SystemExit("%s:%d: cannot parse '%s'" % (path, number, line))
+            words = words[:-1]
+        if words[0] == "A" and len(words) in (2, 3):
+            s.entries.add("A " + words[1])
+            if len(words) == 3:
+                s.parents[words[1]] = words[2]
+        elif words[0] in ("T", "B") and len(words) == 2 and "@" in words[1]:
+            s.entries.add("%s %s" % (words[0], words[1]))
+        else:
+            raise SystemExit("%s:%d: cannot parse '%s'" % (path, number, line))
     return s
 
 

@@ -96,6 +96,22 @@ int init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
 int resolve_eth_l2_from_gid(struct ibv_context *ctx, struct ibv_ah_attr *attr,
 			    uint8_t eth_mac[6], uint16_t *vid) noexcept;
 
+#if _OPENVERBS_ABI >= 64
+// ---- rdma-core 64: extended registration and buffers (mr_ex.cpp) ------------
+// ibv_reg_mr_ex(3): resolves IBV_REG_MR_MASK_BUF, protects pinned memory
+// across fork(), calls the provider's reg_mr_ex and fills the MR's common
+// fields; NULL with errno. `in` is not modified.
+struct ibv_mr *reg_mr_ex(struct ibv_pd *pd, const struct ibv_mr_init_attr *in) noexcept;
+struct ibv_mr *reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, void *addr, size_t length,
+			  int access) noexcept;
+// The default ops of a provider without its own (dummy_ops): page-aligned
+// memory for alloc_buf, and reg_mr_ex translated to reg_mr / reg_dmabuf_mr
+// (EOPNOTSUPP for what those cannot express, EINVAL for a bad mask).
+void *default_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf) noexcept;
+void default_free_buf(struct ibv_buf *buf) noexcept;
+struct ibv_mr *default_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *attr) noexcept;
+
+#endif
 // ---- fork protection (fork.cpp) -------------------------------------------
 int fork_init() noexcept;
 enum ibv_fork_status fork_status() noexcept;

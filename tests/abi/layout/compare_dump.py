@@ -54,7 +54,13 @@ import probe             # noqa: E402
 # 1.0 compatibility structs private to its compat layer, and ccan's
 # list_node (its layout is checked as part of struct verbs_device).
 NOT_REQUIRED = re.compile(r'^(struct|union) (timespec|ib_uverbs_.*|ib_user_.*|'
-                          r'verbs_ex_private|.*_1_0|_compat_ibv_port_attr|list_node)$')
+                          r'verbs_ex_private|.*_1_0|_compat_ibv_port_attr|list_node|'
+                          r'__pthread_\w+|pthread_\w+_t|__atomic_wide_counter|ibv_dmabuf_heap)$')
+
+# abi-dumper names an unnamed struct/union after where it is written
+# ("anon-struct-verbs.h-1203") in dumps of newer toolchains (the anchor of the
+# 64 target); older dumps leave it nameless. Both mean "anonymous".
+ANON_NAME = re.compile(r'^anon-(struct|union)-')
 
 
 def load_typeinfo(path):
@@ -73,7 +79,8 @@ class Dump:
         self.types = types
         self.by_name = {}
         for tid, t in types.items():
-            if t.get("Name") and t.get("Type") in ("Struct", "Union", "Enum"):
+            if t.get("Name") and t.get("Type") in ("Struct", "Union", "Enum") and \
+                    not ANON_NAME.match(t["Name"]):
                 # Keep the definition with members when a name appears twice.
                 old = self.by_name.get(t["Name"])
                 if old is None or (not types[old].get("Memb") and t.get("Memb")):
@@ -106,7 +113,7 @@ class Dump:
             suffix += "[0]"
             tid = t.get("BaseType")
             t = self.types.get(str(tid), {})
-        if t.get("Type") in ("Struct", "Union") and not t.get("Name"):
+        if t.get("Type") in ("Struct", "Union") and (not t.get("Name") or ANON_NAME.match(t["Name"])):
             return str(tid), suffix
         return None, None
 
