@@ -454,9 +454,13 @@ static int soft_dealloc_td(struct ibv_td *ibtd)
 static struct ibv_pd *soft_alloc_parent_domain(struct ibv_context *context,
 					       struct ibv_parent_domain_init_attr *attr)
 {
-	if (!attr || !attr->pd ||
-	    (attr->comp_mask & ~uint32_t(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
-					 IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))) {
+	uint32_t known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+#if _OPENVERBS_ABI >= 64
+	// Host memory is never protected from the device here (no confidential
+	// computing), so allowing unprotected buffers changes nothing.
+	known |= IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC;
+#endif
+	if (!attr || !attr->pd || (attr->comp_mask & ~known)) {
 		errno = EINVAL;
 		return nullptr;
 	}

@@ -47,7 +47,13 @@ struct Registry {
 std::atomic<bool> g_active{false};
 
 const uint32_t kParentDomainMask =
-	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
+#if _OPENVERBS_ABI >= 64
+	// rdma-core 64: a permission (buffers may be unprotected on a
+	// confidential-computing guest); the provider decides what it means.
+	| IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC
+#endif
+	;
 
 } // namespace
 
