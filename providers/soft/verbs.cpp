@@ -744,15 +744,27 @@ static bool privatize(uintptr_t start, uintptr_t end, bool alone)
 	return true;
 }
 
-// Finds or makes the memfd backing the whole pages of [addr, addr+len).
-// Returns the slot or -1; *lo/*hi are the shared part, *file_off the file
-// offset of *lo.
-static int share_region(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi, uint64_t *file_off)
+// Finds or makes the memfd backing the pages that hold [addr, addr+len),
+// whole or in part: a region that starts or ends inside a page (a small
+// buffer, a UD receive buffer with its GRH, an eager buffer) gets that
+// whole page converted, so peers reach every byte of it with loads and
+// stores. The rest of such a page (the process's other data) is converted
+// with it, under the same write fence, so none of its writes is lost either;
+// peers still reach only the region's bytes (every access is checked
+// against the region's bounds first). Regions whose pages fall inside an
+// already converted range share its memfd (two small regions in one page,
+// or a small one inside a large one), counted in refs: the pages turn back
+// into private memory when the last of them is deregistered. A region whose
+// pages only partly overlap a converted range is left as it is (peers use
+// process_vm_*).
+// Returns the slot or -1; *file_off is the file offset of addr.
+static int share_region(void *addr, size_t len, uint64_t *file_off)
 {
-	uintptr_t ps = (uintptr_t(addr) + 4095) & ~uintptr_t(4095);
-	uintptr_t pe = (uintptr_t(addr) + len) & ~uintptr_t(4095);
-	if (pe <= ps)
+	uintptr_t a = uintptr_t(addr);
+	if (len > SIZE_MAX - a - 4095)
 		return -1;
+	uintptr_t ps = a & ~uintptr_t(4095);
+	uintptr_t pe = (a + len + 4095) & ~uintptr_t(4095);
 	pthread_mutex_lock(&g_share_lock);
 	int freeslot = -1;
 	for (int i = 0; i < int(sizeof(g_shared) / sizeof(g_shared[0])); i++) {
@@ -764,9 +776,7 @@ static int share_region(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi, ui
 		}
 		if (ps >= r.start && pe <= r.end) {
 			r.refs++;
-			*lo = ps;
-			*hi = pe;
-			*file_off = ps - r.start;
+			*file_off = a - r.start;
 			pthread_mutex_unlock(&g_share_lock);
 			return i;
 		}
@@ -783,9 +793,7 @@ static int share_region(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi, ui
 			p = sys_mmap(nullptr, pe - ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p != MAP_FAILED && replace_range(ps, pe - ps, p, false, false)) {
 			g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
-			*lo = ps;
-			*hi = pe;
-			*file_off = 0;
+			*file_off = a - ps;
 			slot = freeslot;
 			fd = -1;
 		}
@@ -812,8 +820,43 @@ static void unshare_region(int slot)
 	pthread_mutex_unlock(&g_share_lock);
 }
 
-// In a child after fork(): its copies of converted pages must not stay
-// shared with the parent (its registrations are not valid there anyway).
+// fork(): a child's copies of converted pages must not stay shared with the
+// parent (its registrations are not valid there anyway, and the first and
+// last page of a small region hold other data of the process). The child
+// turns them back into private memory before fork() returns there, and the
+// parent's fork() returns only once the child has done so: the child's
+// copy is what the parent's memory held at fork(), not a later write of the
+// forking thread. (Other threads of the parent that write into those pages
+// during the child's copy, a few microseconds per page, can still be seen
+// by the child; openverbs-soft(7).) After ibv_fork_init(3) converted pages
+// are MADV_DONTFORK, the child has none of them and nobody waits.
+static int g_fork_done[2] = {-1, -1};
+
+static void share_atfork_prepare()
+{
+	pthread_mutex_lock(&g_share_lock);
+	bool any = false;
+	for (auto &r : g_shared)
+		any = any || r.refs;
+	if (any && ibv_is_fork_initialized() != IBV_FORK_ENABLED &&
+	    pipe2(g_fork_done, O_CLOEXEC) != 0)
+		g_fork_done[0] = g_fork_done[1] = -1;
+}
+
+static void share_atfork_parent()
+{
+	if (g_fork_done[1] >= 0) {
+		close(g_fork_done[1]);
+		char c;
+		// The child closes its end when its pages are private (or exits).
+		while (read(g_fork_done[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(g_fork_done[0]);
+		g_fork_done[0] = g_fork_done[1] = -1;
+	}
+	pthread_mutex_unlock(&g_share_lock);
+}
+
 static void share_atfork_child()
 {
 	for (auto &r : g_shared)
@@ -822,22 +865,27 @@ static void share_atfork_child()
 			close(r.fd);
 			r = SharedRange{};
 		}
+	if (g_fork_done[1] >= 0) {
+		close(g_fork_done[0]);
+		close(g_fork_done[1]);
+		g_fork_done[0] = g_fork_done[1] = -1;
+	}
 	pthread_mutex_init(&g_share_lock, nullptr);
 }
 
 __attribute__((constructor)) static void share_init()
 {
-	pthread_atfork(nullptr, nullptr, share_atfork_child);
+	pthread_atfork(share_atfork_prepare, share_atfork_parent, share_atfork_child);
 }
 
 // Inside a write section of e (keys.h).
-static void fill_share(MrEntry &e, int share, void *addr, uint64_t iova, uintptr_t lo,
-		       uintptr_t hi, uint64_t file_off)
+// The whole region is shared when it has a slot (share_region).
+static void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, uint64_t file_off)
 {
 	kst(e.memfd, share >= 0 ? g_shared[share].fd : -1);
 	kst(e.memfd_ino, share >= 0 ? g_shared[share].ino : 0u);
-	kst(e.share_lo, share >= 0 ? iova + (lo - uintptr_t(addr)) : 0u);
-	kst(e.share_hi, share >= 0 ? iova + (hi - uintptr_t(addr)) : 0u);
+	kst(e.share_lo, share >= 0 ? iova : 0u);
+	kst(e.share_hi, share >= 0 ? iova + length : 0u);
 	kst(e.memfd_off, file_off);
 }
 
@@ -858,9 +906,8 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 		errno = ENOMEM;
 		return nullptr;
 	}
-	uintptr_t lo = 0, hi = 0;
 	uint64_t file_off = 0;
-	mr->share = share_region(addr, length, &lo, &hi, &file_off);
+	mr->share = share_region(addr, length, &file_off);
 	SoftContext *ctx = to_sctx(ibpd->context);
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
@@ -888,7 +935,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	kst(e.parent, 0u);
 	kst(e.parent_seq, 0u);
 	kst(e.bound_qpn, 0u);
-	fill_share(e, mr->share, addr, iova, lo, hi, file_off);
+	fill_share(e, mr->share, iova, length, file_off);
 	e.kind.store(KEY_MR, std::memory_order_relaxed);
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
@@ -962,16 +1009,15 @@ static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *ad
 	// entry's write section; the old one goes once the entry no longer
 	// names it.
 	int old_share = mr->share;
-	uintptr_t lo = 0, hi = 0;
 	uint64_t file_off = 0;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-		mr->share = share_region(addr, length, &lo, &hi, &file_off);
+		mr->share = share_region(addr, length, &file_off);
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mr->slot];
 	// Readers see the old registration or the new one, whole (keys.h).
 	uint64_t ws = key_write_lock(e);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		fill_share(e, mr->share, addr, uintptr_t(addr), lo, hi, file_off);
+		fill_share(e, mr->share, uintptr_t(addr), length, file_off);
 		kst(e.addr, uintptr_t(addr));
 		kst(e.iova, uintptr_t(addr));
 		kst(e.length, length);
@@ -1031,7 +1077,7 @@ static struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 	kst(e.parent, 0u);
 	kst(e.parent_seq, 0u);
 	kst(e.bound_qpn, 0u);
-	fill_share(e, -1, nullptr, 0, 0, 0, 0);
+	fill_share(e, -1, 0, 0, 0);
 	e.kind.store(KEY_MW, std::memory_order_relaxed);
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);

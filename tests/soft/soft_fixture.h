@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdio>
 #include <string>
 #include <unistd.h>
 
@@ -50,6 +51,44 @@ inline std::string self_exe()
 		return {};
 	exe[n] = 0;
 	return exe;
+}
+
+// Starts this executable as "EXE flag mode" with its standard input and
+// output (or, with out_is_stderr, its standard error) on pipes; *in writes
+// to it, *out reads from it (either may be nullptr: that end is closed).
+// Returns the child's pid, or -1.
+inline pid_t spawn_self(const char *flag, const char *mode, FILE **in, FILE **out,
+			bool out_is_stderr = false)
+{
+	int to[2], from[2];
+	if (pipe(to))
+		return -1;
+	if (pipe(from)) {
+		close(to[0]);
+		close(to[1]);
+		return -1;
+	}
+	pid_t c = fork();
+	if (c == 0) {
+		dup2(to[0], 0);
+		dup2(from[1], out_is_stderr ? 2 : 1);
+		close(to[1]);
+		close(from[0]);
+		std::string self = self_exe();
+		execl(self.c_str(), self.c_str(), flag, mode, (char *)nullptr);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	if (in)
+		*in = fdopen(to[1], "w");
+	else
+		close(to[1]);
+	if (out)
+		*out = fdopen(from[0], "r");
+	else
+		close(from[0]);
+	return c;
 }
 
 } // namespace ov_test

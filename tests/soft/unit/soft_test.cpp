@@ -1695,7 +1695,8 @@ TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 
 } // namespace
 
-int hardening_child(const char *mode); // hardening_test.cpp
+int hardening_child(const char *mode);    // hardening_test.cpp
+int small_region_child(const char *mode); // small_region_test.cpp
 
 int main(int argc, char **argv)
 {
@@ -1705,6 +1706,8 @@ int main(int argc, char **argv)
 		return peer_main(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "--soft-child"))
 		return hardening_child(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "--soft-small"))
+		return small_region_child(argv[2]);
 	::testing::InitGoogleTest(&argc, argv);
 	return RUN_ALL_TESTS();
 }

@@ -1,0 +1,431 @@
+// Regions that do not cover a whole page (issue 14, item 3): a small buffer
+// in the middle of a page, two regions in one page, a region whose end is in
+// a partial page. Registration converts the pages that hold them (whole) to
+// a shared file so a peer process reaches them with loads and stores; the
+// rest of those pages is the process's own data and must keep every
+// guarantee it had: no write lost, deregistration of one region leaving the
+// other reachable, fork() giving the child what the parent held at fork,
+// MADV_DONTFORK after ibv_fork_init covering the whole page.
+//
+// Peers are this binary re-executed as "--soft-small <mode>".
+#include "../soft_fixture.h"
+#include <infiniband/verbs.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace ov_test;
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// The inode of the shared file the page holding p is a mapping of, when it
+// is one of the device's region files; 0 otherwise.
+unsigned long region_file_of(const void *p)
+{
+	unsigned long ino_found = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 0;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, ino;
+		char perms[8], dev[16];
+		unsigned long long off;
+		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &ino) != 6)
+			continue;
+		if (uintptr_t(p) >= lo && uintptr_t(p) < hi) {
+			if (strstr(line, "openverbs-soft-mr"))
+				ino_found = ino;
+			break;
+		}
+	}
+	fclose(f);
+	return ino_found;
+}
+
+// True when this process maps a file of inode ino (a peer's region).
+bool maps_inode(unsigned long ino)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[512];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, i;
+		char perms[8], dev[16];
+		unsigned long long off;
+		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &i) == 6)
+			found = i == ino && strstr(line, "openverbs-soft-mr");
+	}
+	fclose(f);
+	return found;
+}
+
+// A page-aligned private anonymous buffer filled with `fill`.
+struct Pages {
+	char *p = nullptr;
+	size_t len;
+	Pages(size_t pages, char fill) : len(pages * kPage)
+	{
+		void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED) {
+			p = static_cast<char *>(m);
+			memset(p, fill, len);
+		}
+	}
+	~Pages()
+	{
+		if (p)
+			munmap(p, len);
+	}
+};
+
+bool all_are(const char *p, size_t n, char c)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != c)
+			return false;
+	return true;
+}
+
+// A peer process on soft0: RDMA WRITEs `len` bytes of 'W' to (addr, rkey)
+// in this process through an RC QP connected to ours, reads them back, and
+// says whether it reached the region through a mapping of the file of
+// inode `ino` (no system call per operation) - see small_peer().
+struct WriterPeer {
+	Cq cq;
+	Qp qp;
+
+	// pd: the region's PD (our QP must be in it).
+	::testing::AssertionResult run(ibv_pd *pd, uint64_t addr, uint32_t rkey, uint32_t len,
+				       unsigned long ino)
+	{
+		cq.reset(ibv_create_cq(pd->context, 16, nullptr, nullptr, 0));
+		if (!cq)
+			return ::testing::AssertionFailure() << "CQ";
+		ibv_qp_init_attr ia = {};
+		ia.send_cq = ia.recv_cq = cq.get();
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		qp.reset(ibv_create_qp(pd, &ia));
+		if (!qp)
+			return ::testing::AssertionFailure() << "QP";
+		FILE *in = nullptr, *out = nullptr;
+		pid_t c = spawn_self("--soft-small", "writer", &in, &out);
+		if (c < 0 || !in || !out)
+			return ::testing::AssertionFailure() << "starting the peer";
+		fprintf(in, "%u %llu %u %u %lu\n", qp->qp_num, (unsigned long long)addr, rkey, len,
+			ino);
+		fflush(in);
+		unsigned peer_qpn = 0;
+		char verdict[64] = {};
+		bool up = fscanf(out, "%u", &peer_qpn) == 1 &&
+			  bring_up(qp.get(), peer_qpn, 1, kAllAccess);
+		fprintf(in, up ? "go\n" : "stop\n");
+		fflush(in);
+		if (up && fscanf(out, "%63s", verdict) != 1)
+			verdict[0] = 0;
+		fclose(in);
+		fclose(out);
+		int st = 0;
+		waitpid(c, &st, 0);
+		if (!up)
+			return ::testing::AssertionFailure() << "connecting to the peer";
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || strcmp(verdict, "ok") != 0)
+			return ::testing::AssertionFailure()
+			       << "peer: " << verdict << ", status " << st;
+		return ::testing::AssertionSuccess();
+	}
+};
+
+int small_peer_writer()
+{
+	unsigned qpn = 0, rkey = 0, len = 0;
+	unsigned long long addr = 0;
+	unsigned long ino = 0;
+	if (scanf("%u %llu %u %u %lu", &qpn, &addr, &rkey, &len, &ino) != 5 || len > kPage)
+		return 2;
+	ibv_context *ctx = open_soft();
+	if (!ctx)
+		return 3;
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	ibv_cq *cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+	std::vector<char> src(len, 'W'), back(len, 0);
+	ibv_mr *ms = pd ? ibv_reg_mr(pd, src.data(), len, kAllAccess) : nullptr;
+	ibv_mr *mb = pd ? ibv_reg_mr(pd, back.data(), len, kAllAccess) : nullptr;
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : nullptr;
+	if (!ms || !mb || !qp)
+		return 4;
+	printf("%u\n", qp->qp_num);
+	fflush(stdout);
+	char word[16];
+	if (scanf("%15s", word) != 1 || strcmp(word, "go") != 0)
+		return 5;
+	if (!bring_up(qp, qpn, 1, kAllAccess))
+		return 6;
+	const char *verdict = "ok";
+	ibv_wc wc;
+	if (post_one(qp, IBV_WR_RDMA_WRITE, src.data(), len, ms->lkey, addr, rkey) ||
+	    !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS)
+		verdict = "write-failed";
+	else if (post_one(qp, IBV_WR_RDMA_READ, back.data(), len, mb->lkey, addr, rkey) ||
+		 !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS)
+		verdict = "read-failed";
+	else if (back != src)
+		verdict = "read-back-differs";
+	else if (ino && !maps_inode(ino))
+		verdict = "reached-without-a-mapping";
+	printf("%s\n", verdict);
+	fflush(stdout);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(mb);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
+
+// After ibv_fork_init(3), a child does not get the page holding a small
+// registered buffer (rdma-core rounds MADV_DONTFORK out to whole pages);
+// the parent's page, converted, keeps its bytes and the other data in it.
+int small_dontfork()
+{
+	if (ibv_fork_init())
+		return 10;
+	Ctx ctx(open_soft());
+	if (!ctx)
+		return 11;
+	Pd pd(ibv_alloc_pd(ctx.get()));
+	Pages pg(3, 'n');
+	if (!pd || !pg.p)
+		return 12;
+	char *page = pg.p + kPage;
+	Mr mr(ibv_reg_mr(pd.get(), page + 100, 200, kAllAccess));
+	if (!mr)
+		return 13;
+	if (!region_file_of(page))
+		return 14;
+	pid_t c = fork();
+	if (c == 0) {
+		bool gone = madvise(page, kPage, MADV_NORMAL) != 0 && errno == ENOMEM;
+		bool others = madvise(pg.p, kPage, MADV_NORMAL) == 0 && pg.p[0] == 'n';
+		_exit(gone && others ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "the child has the registered page, or lost the one beside it\n");
+		return 15;
+	}
+	mr.reset();
+	return all_are(pg.p, pg.len, 'n') ? 0 : 16;
+}
+
+class SmallRegion : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ctx.reset(open_soft());
+		ASSERT_TRUE(ctx);
+		pd.reset(ibv_alloc_pd(ctx.get()));
+		ASSERT_TRUE(pd);
+	}
+	Ctx ctx;
+	Pd pd;
+};
+
+// A 200-byte region in the middle of a page: its page (only that one) is
+// converted, a peer writes and reads it through a mapping, and nothing else
+// of the page changes.
+TEST_F(SmallRegion, PeerReachesItThroughAMappingAndTheRestOfThePageStays)
+{
+	Pages pg(3, 'n');
+	ASSERT_TRUE(pg.p);
+	char *page = pg.p + kPage;
+	Mr mr(ibv_reg_mr(pd.get(), page + 100, 200, kAllAccess));
+	ASSERT_TRUE(mr);
+	unsigned long ino = region_file_of(page);
+	EXPECT_NE(ino, 0u) << "the page of a small region was not converted";
+	EXPECT_EQ(region_file_of(pg.p), 0u) << "a page outside the region was converted";
+	EXPECT_EQ(region_file_of(pg.p + 2 * kPage), 0u);
+	WriterPeer w;
+	ASSERT_TRUE(w.run(pd.get(), uintptr_t(page + 100), mr->rkey, 200, ino));
+	EXPECT_TRUE(all_are(page + 100, 200, 'W'));
+	EXPECT_TRUE(all_are(pg.p, kPage + 100, 'n'));
+	EXPECT_TRUE(all_are(page + 300, 2 * kPage - 300, 'n'));
+	mr.reset();
+	EXPECT_EQ(region_file_of(page), 0u) << "still shared after deregistration";
+	EXPECT_TRUE(all_are(page + 100, 200, 'W'));
+	EXPECT_TRUE(all_are(page + 300, kPage - 300, 'n'));
+}
+
+// A UD receive buffer's shape: page-aligned start, end inside a page
+// (ibv_ud_pingpong registers size + 40 bytes).
+TEST_F(SmallRegion, EndInAPartialPageIsReachedThroughAMapping)
+{
+	Pages pg(3, 'n');
+	ASSERT_TRUE(pg.p);
+	Mr mr(ibv_reg_mr(pd.get(), pg.p, kPage + 40, kAllAccess));
+	ASSERT_TRUE(mr);
+	unsigned long ino = region_file_of(pg.p + kPage);
+	EXPECT_NE(ino, 0u);
+	WriterPeer w;
+	ASSERT_TRUE(w.run(pd.get(), uintptr_t(pg.p + kPage), mr->rkey, 40, ino));
+	EXPECT_TRUE(all_are(pg.p + kPage, 40, 'W'));
+	EXPECT_TRUE(all_are(pg.p + kPage + 40, 2 * kPage - 40, 'n'));
+}
+
+// Two regions in one page: deregistering one leaves the other converted and
+// reachable; the page is private again once both are gone.
+TEST_F(SmallRegion, TwoRegionsShareAPageAndOneIsDeregistered)
+{
+	Pages pg(1, 'n');
+	ASSERT_TRUE(pg.p);
+	Mr a(ibv_reg_mr(pd.get(), pg.p + 64, 128, kAllAccess));
+	Mr b(ibv_reg_mr(pd.get(), pg.p + 1024, 512, kAllAccess));
+	ASSERT_TRUE(a && b);
+	unsigned long ino = region_file_of(pg.p);
+	ASSERT_NE(ino, 0u);
+	a.reset();
+	EXPECT_EQ(region_file_of(pg.p), ino) << "the page changed under the remaining region";
+	WriterPeer w;
+	ASSERT_TRUE(w.run(pd.get(), uintptr_t(pg.p + 1024), b->rkey, 512, ino));
+	EXPECT_TRUE(all_are(pg.p + 1024, 512, 'W'));
+	EXPECT_TRUE(all_are(pg.p, 1024, 'n'));
+	EXPECT_TRUE(all_are(pg.p + 1536, kPage - 1536, 'n'));
+	b.reset();
+	EXPECT_EQ(region_file_of(pg.p), 0u);
+	EXPECT_TRUE(all_are(pg.p + 1024, 512, 'W'));
+	EXPECT_TRUE(all_are(pg.p + 1536, kPage - 1536, 'n'));
+}
+
+// Threads keep incrementing counters in the part of the page outside a
+// small region while it is registered and deregistered many times: no
+// increment is lost.
+TEST_F(SmallRegion, WritesBesideTheRegionAreNeverLost)
+{
+	Pages pg(2, 0);
+	ASSERT_TRUE(pg.p);
+	auto *words = reinterpret_cast<volatile uint64_t *>(pg.p);
+	constexpr int kThreads = 2;
+	// Counters of thread t: word 8*t of the first page and word 256+8*t of
+	// the second; the region is bytes [2048, 2048+64) of the second page.
+	std::atomic<bool> stop{false};
+	std::vector<uint64_t> done(kThreads, 0);
+	std::vector<std::thread> writers;
+	for (int t = 0; t < kThreads; t++)
+		writers.emplace_back([&, t] {
+			uint64_t n = 0;
+			while (!stop.load(std::memory_order_relaxed)) {
+				words[8 * t] = words[8 * t] + 1;
+				words[512 + 8 * t] = words[512 + 8 * t] + 1;
+				words[512 + 400 + 8 * t] = words[512 + 400 + 8 * t] + 1;
+				n++;
+			}
+			done[t] = n;
+		});
+	int regs = 0;
+	for (; regs < 300; regs++) {
+		ibv_mr *mr = ibv_reg_mr(pd.get(), pg.p + kPage + 2048, 64, kAllAccess);
+		ASSERT_NE(mr, nullptr);
+		ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	}
+	stop = true;
+	for (auto &w : writers)
+		w.join();
+	for (int t = 0; t < kThreads; t++) {
+		EXPECT_EQ(words[8 * t], done[t]);
+		EXPECT_EQ(words[512 + 8 * t], done[t]) << "thread " << t << " over " << regs;
+		EXPECT_EQ(words[512 + 400 + 8 * t], done[t]);
+	}
+}
+
+// fork() while a small region is registered: the child gets the page as it
+// was at fork (not what the parent writes right after fork() returns), its
+// writes stay its own, and the parent's page stays converted.
+TEST_F(SmallRegion, ForkGivesTheChildThePageAsAtFork)
+{
+	Pages pg(1, 'P');
+	ASSERT_TRUE(pg.p);
+	Mr mr(ibv_reg_mr(pd.get(), pg.p + 100, 100, kAllAccess));
+	ASSERT_TRUE(mr);
+	unsigned long ino = region_file_of(pg.p);
+	ASSERT_NE(ino, 0u);
+	int go[2];
+	ASSERT_EQ(pipe(go), 0);
+	pid_t c = fork();
+	if (c == 0) {
+		char x;
+		close(go[1]);
+		// Wait until the parent has written after fork() returned.
+		if (read(go[0], &x, 1) != 1)
+			_exit(2);
+		bool as_at_fork = all_are(pg.p, kPage, 'P');
+		memset(pg.p, 'C', kPage);
+		_exit(as_at_fork ? 0 : 1);
+	}
+	close(go[0]);
+	memset(pg.p + 2000, 'Q', 100); // beside the region
+	memset(pg.p + 100, 'R', 100);  // in it
+	ASSERT_EQ(write(go[1], "x", 1), 1);
+	close(go[1]);
+	int st = 0;
+	waitpid(c, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		<< "the child saw the parent's writes made after fork (status " << st << ")";
+	EXPECT_TRUE(all_are(pg.p + 2000, 100, 'Q'));
+	EXPECT_TRUE(all_are(pg.p + 100, 100, 'R'));
+	EXPECT_TRUE(all_are(pg.p + 2100, kPage - 2100, 'P')) << "the child's writes reached us";
+	EXPECT_EQ(region_file_of(pg.p), ino);
+}
+
+TEST(SmallRegionProcess, DontforkAfterForkInitCoversTheWholePage)
+{
+	FILE *err_in = nullptr;
+	pid_t c = spawn_self("--soft-small", "dontfork", nullptr, &err_in, true);
+	ASSERT_GT(c, 0);
+	ASSERT_TRUE(err_in);
+	std::string err;
+	char buf[1024];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), err_in)) > 0)
+		err.append(buf, n);
+	fclose(err_in);
+	int st = 0;
+	waitpid(c, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << err;
+}
+
+} // namespace
+
+// The peer modes of this file ("--soft-small <mode>"); 127 for an unknown one.
+int small_region_child(const char *mode)
+{
+	if (!strcmp(mode, "writer"))
+		return small_peer_writer();
+	if (!strcmp(mode, "dontfork"))
+		return small_dontfork();
+	return 127;
+}
