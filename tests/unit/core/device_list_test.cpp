@@ -250,7 +250,7 @@ TEST(Providers, MissingFileIsAPreciseReason)
 	ov::core::ProviderLoader loader;
 	ov::core::LoadOutcome out = loader.load("nosuch");
 	EXPECT_FALSE(out.loaded);
-	EXPECT_THAT(out.reason, HasSubstr("no file libnosuch-rdmav34.so in " + (env.tmp / "providers").string()));
+	EXPECT_THAT(out.reason, HasSubstr("no file libnosuch" OV_PROVIDER_SUFFIX " in " + (env.tmp / "providers").string()));
 	EXPECT_FALSE(loader.known("nosuch"));
 }
 
@@ -260,7 +260,7 @@ TEST(Providers, NotAProviderIsReported)
 	// A shared object that registers nothing: any system library will do.
 	std::filesystem::create_directories(env.tmp / "providers");
 	std::filesystem::copy_file("/lib/x86_64-linux-gnu/libz.so.1",
-				   env.tmp / "providers/libzz-rdmav34.so");
+				   env.tmp / "providers/libzz" OV_PROVIDER_SUFFIX);
 	ov::core::ProviderLoader loader;
 	EXPECT_TRUE(loader.known("zz"));
 	ov::core::LoadOutcome out = loader.load("zz");
@@ -270,11 +270,11 @@ TEST(Providers, NotAProviderIsReported)
 TEST(Providers, DlopenErrorIsTheReason)
 {
 	CoreEnv env;
-	env.tmp.write("providers/libbroken-rdmav34.so", "not an ELF file");
+	env.tmp.write("providers/libbroken" OV_PROVIDER_SUFFIX, "not an ELF file");
 	ov::core::ProviderLoader loader;
 	ov::core::LoadOutcome out = loader.load("broken");
 	EXPECT_FALSE(out.loaded);
-	EXPECT_THAT(out.reason, HasSubstr("libbroken-rdmav34.so"));
+	EXPECT_THAT(out.reason, HasSubstr("libbroken" OV_PROVIDER_SUFFIX));
 }
 
 TEST(Providers, IncompleteOpsAreIgnored)

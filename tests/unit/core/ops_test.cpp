@@ -2,6 +2,7 @@
 // conventions; verbs_set_ops copies non-NULL ops and mirrors them.
 #include "core/context_private.h"
 #include "core/ops.h"
+#include "core/verbs/verbs.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,9 @@ using ov::core::dummy_ops;
 
 TEST(DummyOps, EverySlotIsSet)
 {
-	static_assert(sizeof(verbs_context_ops) == 76 * sizeof(void *));
+	// rdma-core 64 added seven slots (alloc_buf, alloc_dmah, dealloc_dmah,
+	// dm_export_dmabuf_fd, free_buf, query_port_speed, reg_mr_ex).
+	static_assert(sizeof(verbs_context_ops) == (_OPENVERBS_ABI >= 64 ? 83 : 76) * sizeof(void *));
 	void *slots[kVerbsOpsCount];
 	memcpy(slots, &dummy_ops, sizeof(slots));
 	for (size_t i = 0; i < kVerbsOpsCount; ++i)
@@ -47,6 +50,28 @@ TEST(DummyOps, Conventions)
 	dummy_ops.unimport_mr(nullptr);
 	dummy_ops.unimport_dm(nullptr);
 }
+
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64's new slots without a provider op: DMA handles, port speed
+// and dm export are not supported (pointer: NULL/errno, int: the errno
+// value, export: -1/errno); buffers and reg_mr_ex have library defaults.
+TEST(DummyOps, Conventions64)
+{
+	errno = 0;
+	EXPECT_EQ(dummy_ops.alloc_dmah(nullptr, nullptr), nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	EXPECT_EQ(dummy_ops.dealloc_dmah(nullptr), EOPNOTSUPP);
+	uint64_t speed = 7;
+	EXPECT_EQ(dummy_ops.query_port_speed(nullptr, 1, &speed), EOPNOTSUPP);
+	EXPECT_EQ(speed, 7u);
+	errno = 0;
+	EXPECT_EQ(dummy_ops.dm_export_dmabuf_fd(nullptr), -1);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	EXPECT_EQ(dummy_ops.alloc_buf, &ov::verbs::default_alloc_buf);
+	EXPECT_EQ(dummy_ops.free_buf, &ov::verbs::default_free_buf);
+	EXPECT_EQ(dummy_ops.reg_mr_ex, &ov::verbs::default_reg_mr_ex);
+}
+#endif
 
 TEST(DummyOps, PostStubsReportTheFirstRequest)
 {

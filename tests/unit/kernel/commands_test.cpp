@@ -343,8 +343,8 @@ TEST(Device, GetContextByIoctlAndByWrite)
 	};
 	kt::WithDrv<LegacyReq<ib_uverbs_get_context>, 8> cmd;
 	kt::WithDrv<struct ib_uverbs_get_context_resp, 8> resp;
-	ASSERT_EQ(0, ibv_cmd_get_context(&c.vctx, cmd.as<struct ibv_get_context>(), sizeof(cmd), resp.head(),
-					 sizeof(resp)));
+	ASSERT_EQ(0, ibv_cmd_get_context(&c.vctx, cmd.as<struct ibv_get_context>(), sizeof(cmd),
+					 OV_GET_CONTEXT_FD_ARR resp.head(), sizeof(resp)));
 	EXPECT_EQ(3, c.ctx()->num_comp_vectors);
 	EXPECT_EQ(1u, dev.core_support);
 	const auto &call = k.ioctls.at(0);
@@ -362,8 +362,8 @@ TEST(Device, GetContextByIoctlAndByWrite)
 		resp.head()->num_comp_vectors = 4;
 		return 0;
 	};
-	ASSERT_EQ(0, ibv_cmd_get_context(&w.vctx, cmd.as<struct ibv_get_context>(), sizeof(cmd), resp.head(),
-					 sizeof(resp)));
+	ASSERT_EQ(0, ibv_cmd_get_context(&w.vctx, cmd.as<struct ibv_get_context>(), sizeof(cmd),
+					 OV_GET_CONTEXT_FD_ARR resp.head(), sizeof(resp)));
 	EXPECT_EQ(21, w.ctx()->async_fd);
 	EXPECT_EQ(4, w.ctx()->num_comp_vectors);
 	const auto &wr = k.writes.at(0);
@@ -835,7 +835,7 @@ TEST(Abi56, CreateCqEx2CarriesTheProviderAttributes)
 	struct verbs_cq cq = {};
 	struct ibv_cq_init_attr_ex attr = {};
 	attr.cqe = 16;
-	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, OV_CQ_PROV_ATTR &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
 					   sizeof(cmd), &resp, sizeof(resp), 0, drv.get()));
 	EXPECT_EQ(5u, cq.cq.handle);
 	EXPECT_EQ(31, cq.cq.cqe);
@@ -845,10 +845,10 @@ TEST(Abi56, CreateCqEx2CarriesTheProviderAttributes)
 	EXPECT_EQ(7u, call.find(0x1000)->data);
 	EXPECT_EQ(16u, call.find(UVERBS_ATTR_CREATE_CQ_CQE)->data);
 
-	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex2(c.ctx(), &attr, OV_CQ_PROV_ATTR &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
 					   sizeof(cmd), &resp, sizeof(resp), 0, nullptr));
 	EXPECT_EQ(nullptr, k.ioctls.at(1).find(0x1000));
-	EXPECT_EQ(EINVAL, ibv_cmd_create_cq_ex2(nullptr, &attr, &cq, nullptr, 0, nullptr, 0, 0, nullptr));
+	EXPECT_EQ(EINVAL, ibv_cmd_create_cq_ex2(nullptr, &attr, OV_CQ_PROV_ATTR &cq, nullptr, 0, nullptr, 0, 0, nullptr));
 }
 
 // rdma-core 56: the eighth argument of ibv_cmd_reg_dmabuf_mr.

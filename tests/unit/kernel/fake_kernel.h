@@ -10,6 +10,18 @@
 #include <functional>
 #include <vector>
 
+// Arguments rdma-core 64 inserted into provider-facing commands (driver.h):
+// the provider's CQ ring of ibv_cmd_create_cq_ex(2) (after cq_attr) and the
+// fd array of ibv_cmd_get_context (after cmd_size). NULL asks for exactly
+// the commands of 44 and 56, which is what these tests expect.
+#if _OPENVERBS_ABI >= 64
+#define OV_CQ_PROV_ATTR nullptr,
+#define OV_GET_CONTEXT_FD_ARR nullptr,
+#else
+#define OV_CQ_PROV_ATTR
+#define OV_GET_CONTEXT_FD_ARR
+#endif
+
 namespace kt {
 
 struct IoctlCall {

@@ -194,7 +194,7 @@ TEST(Fallback, RequireExSendsTheExtendedCommandWithDriverData)
 		resp.head()->base.cqe = 63;
 		return 0;
 	};
-	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, cmd.as<struct ibv_create_cq_ex>(), sizeof(cmd),
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, OV_CQ_PROV_ATTR &cq, cmd.as<struct ibv_create_cq_ex>(), sizeof(cmd),
 					  resp.head(), sizeof(resp), 0));
 	EXPECT_EQ(4u, cq.cq.handle);
 	EXPECT_EQ(63, cq.cq.cqe);
@@ -228,7 +228,7 @@ TEST(Fallback, TimestampIgnoredByProviderAllowsTheBasicCommand)
 	struct ibv_cq_init_attr_ex attr = {};
 	attr.cqe = 8;
 	attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
-	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, OV_CQ_PROV_ATTR &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
 					  sizeof(cmd), &resp, sizeof(resp), 1 /* CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX */));
 	ASSERT_EQ(1u, k.writes.size());
 	struct ib_uverbs_cmd_hdr hdr;
@@ -236,7 +236,7 @@ TEST(Fallback, TimestampIgnoredByProviderAllowsTheBasicCommand)
 	EXPECT_EQ((uint32_t)IB_USER_VERBS_CMD_CREATE_CQ, hdr.command);
 
 	// Without the provider's consent the extended command is required.
-	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
+	ASSERT_EQ(0, ibv_cmd_create_cq_ex(c.ctx(), &attr, OV_CQ_PROV_ATTR &cq, reinterpret_cast<struct ibv_create_cq_ex *>(&cmd),
 					  sizeof(cmd), &resp, sizeof(resp), 0));
 	std::memcpy(&hdr, k.writes[1].bytes.data(), sizeof(hdr));
 	EXPECT_EQ(IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_CQ, hdr.command);
