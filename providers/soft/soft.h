@@ -22,7 +22,10 @@ namespace ovsoft {
 inline constexpr uint32_t kMaxQpWr = 16384;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 512;
-inline constexpr uint32_t kMaxCqe = 65536;
+// 2^18 completions per CQ (a 16 MiB ring): libfabric's verbs;ofi_rxm asks
+// for (128 + 128) x 1024 by default (MSG queue sizes times its universe
+// size) and does not shrink the request to the device's max_cqe.
+inline constexpr uint32_t kMaxCqe = 262144;
 inline constexpr uint32_t kMaxSrqWr = 16384;
 inline constexpr uint32_t kMaxRdAtom = 128;
 inline constexpr uint64_t kMaxMrSize = 1ull << 40;

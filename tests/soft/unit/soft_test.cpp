@@ -369,6 +369,25 @@ TEST_F(Loop, ModifyQpEnforcesTransitionsAndMasks)
 	EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+// A CQ of the reported max_cqe (2^18) can be made, one entry more cannot:
+// libfabric's verbs;ofi_rxm asks for (128 + 128) x 1024 entries by default.
+// The big ring takes and gives back its arena space (a second one fits).
+TEST_F(Loop, CqOfMaxCqeEntries)
+{
+	ibv_device_attr da;
+	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+	EXPECT_EQ(da.max_cqe, 262144);
+	errno = 0;
+	EXPECT_EQ(ibv_create_cq(ctx, da.max_cqe + 1, nullptr, nullptr, 0), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	for (int round = 0; round < 2; round++) {
+		ibv_cq *cq = ibv_create_cq(ctx, da.max_cqe, nullptr, nullptr, 0);
+		ASSERT_NE(cq, nullptr) << strerror(errno);
+		EXPECT_GE(cq->cqe, da.max_cqe);
+		EXPECT_EQ(ibv_destroy_cq(cq), 0);
+	}
+}
+
 TEST_F(Loop, CreateQpLimits)
 {
 	ibv_qp_init_attr ia = {};
