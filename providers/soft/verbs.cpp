@@ -582,8 +582,56 @@ struct SharedRange {
 static pthread_mutex_t g_share_lock = PTHREAD_MUTEX_INITIALIZER;
 static SharedRange g_shared[1024];
 
+// /proc/self/maps of this process, kept open for PROCMAP_QUERY (-1: not
+// opened yet; reopened in a child, whose maps are its own).
+static int g_maps_fd = -1;
+
+// PROCMAP_QUERY, the ioctl of /proc/PID/maps that answers for one address
+// (Linux 6.11, <linux/fs.h>; older uapi headers lack it): the layout and
+// values of the kernel's struct procmap_query.
+struct ProcmapQuery {
+	uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size,
+		vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr uint64_t kVmaReadable = 1, kVmaWritable = 2, kVmaExecutable = 4, kVmaShared = 8;
+
+// 1: [start, end) is private anonymous read/write memory (heap, anonymous
+// mmap; not a stack, not named); 0: it is not; -1: the kernel cannot say
+// (no PROCMAP_QUERY).
+static int anon_private_rw_query(uintptr_t start, uintptr_t end)
+{
+	if (g_maps_fd < 0)
+		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (g_maps_fd < 0)
+		return -1;
+	for (uintptr_t covered = start; covered < end;) {
+		char name[16];
+		ProcmapQuery q = {};
+		q.size = sizeof(q);
+		q.query_addr = covered;
+		q.vma_name_addr = uintptr_t(name);
+		q.vma_name_size = sizeof(name);
+		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0)
+			return errno == ENOENT ? 0 : -1;
+		bool anon = q.inode == 0 && q.dev_major == 0 && q.dev_minor == 0 &&
+			    (q.vma_name_size == 0 || strcmp(name, "[heap]") == 0);
+		if ((q.vma_flags & (kVmaReadable | kVmaWritable | kVmaExecutable | kVmaShared)) !=
+			    (kVmaReadable | kVmaWritable) ||
+		    !anon || q.vma_end <= covered)
+			return 0;
+		covered = q.vma_end;
+	}
+	return 1;
+}
+
 static bool anon_private_rw(uintptr_t start, uintptr_t end)
 {
+	int known = anon_private_rw_query(start, end);
+	if (known >= 0)
+		return known == 1;
 	FILE *f = fopen("/proc/self/maps", "re");
 	if (!f)
 		return false;
@@ -622,67 +670,113 @@ static bool anon_private_rw(uintptr_t start, uintptr_t end)
 #define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
 #endif
 
+// The process's userfaultfd for write fences, opened once (creating one
+// costs more than the rest of a small registration) with the features the
+// kernel grants (g_uffd_features); -1 when there is none. Used under
+// g_share_lock only; a child closes its copy.
+static int g_uffd = -1;
+static uint64_t g_uffd_features;
+static bool g_uffd_tried;
+
+static int open_uffd(uint64_t features, uint64_t *got)
+{
+	int f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+	if (f < 0 && errno == EPERM)
+		f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+	if (f < 0)
+		return -1;
+	struct uffdio_api api = {};
+	api.api = UFFD_API;
+	api.features = features;
+	if (ioctl(f, UFFDIO_API, &api) != 0) {
+		close(f);
+		return -1;
+	}
+	*got = api.features;
+	return f;
+}
+
+static int fence_uffd()
+{
+	if (!g_uffd_tried) {
+		g_uffd_tried = true;
+		uint64_t want = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+		g_uffd = open_uffd(want | UFFD_FEATURE_WP_UNPOPULATED, &g_uffd_features);
+		if (g_uffd < 0)
+			g_uffd = open_uffd(want, &g_uffd_features);
+		if (g_uffd < 0)
+			g_uffd = open_uffd(UFFD_FEATURE_PAGEFAULT_FLAG_WP, &g_uffd_features);
+		if (g_uffd >= 0 && !(g_uffd_features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)) {
+			close(g_uffd);
+			g_uffd = -1;
+		}
+	}
+	return g_uffd;
+}
+
 // Makes writers of a range wait while it is copied and replaced (see
-// above). release() (or the destructor) wakes them.
+// above). done() wakes them once the range is replaced; undo() (or the
+// destructor, when done() was not called) lifts the protection of a range
+// that stays as it was.
 struct WriteFence {
 	int fd = -1;
-	~WriteFence() { release(); }
-	void release()
+	uintptr_t start = 0;
+	size_t len = 0;
+	~WriteFence() { undo(); }
+	void wake()
+	{
+		struct uffdio_range r = {start, len};
+		ioctl(fd, UFFDIO_WAKE, &r);
+	}
+	// The range was replaced by a new mapping (not registered with the
+	// userfaultfd): waiting writers retry there.
+	void done()
 	{
 		if (fd >= 0)
-			close(fd);
+			wake();
 		fd = -1;
 	}
-	// A userfaultfd with the API handshake done for `features` (or none of
-	// them when the kernel refuses; *got says what was granted).
-	static int open_uffd(uint64_t features, uint64_t *got)
+	void undo()
 	{
-		int f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-		if (f < 0 && errno == EPERM)
-			f = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
-		if (f < 0)
-			return -1;
-		struct uffdio_api api = {};
-		api.api = UFFD_API;
-		api.features = features;
-		if (ioctl(f, UFFDIO_API, &api) != 0) {
-			close(f);
-			return -1;
-		}
-		*got = api.features;
-		return f;
-	}
-	// Write-protects [start, start+len): every page, touched or not, of
-	// private anonymous memory (shmem: the memfd's pages, all present).
-	bool protect(uintptr_t start, size_t len, bool shmem)
-	{
-		uint64_t want = UFFD_FEATURE_PAGEFAULT_FLAG_WP |
-				(shmem ? UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0);
-		uint64_t got = 0;
-		fd = open_uffd(want | UFFD_FEATURE_WP_UNPOPULATED, &got);
 		if (fd < 0)
-			fd = open_uffd(want, &got);
-		if (fd < 0 || (got & want) != want) {
-			release();
-			return false;
-		}
-		// Without write protection of untouched pages, touch them first
-		// (a write there would otherwise fault in a page nobody copies).
-		if (!shmem && !(got & UFFD_FEATURE_WP_UNPOPULATED) &&
-		    sys_madvise(reinterpret_cast<void *>(start), len, MADV_POPULATE_WRITE) != 0) {
-			release();
-			return false;
-		}
-		struct uffdio_register reg = {};
-		reg.range.start = start;
-		reg.range.len = len;
-		reg.mode = UFFDIO_REGISTER_MODE_WP;
+			return;
 		struct uffdio_writeprotect wp = {};
 		wp.range.start = start;
 		wp.range.len = len;
+		wp.mode = 0; // lifts the protection and wakes the writers
+		ioctl(fd, UFFDIO_WRITEPROTECT, &wp);
+		struct uffdio_range r = {start, len};
+		ioctl(fd, UFFDIO_UNREGISTER, &r);
+		wake();
+		fd = -1;
+	}
+	// Write-protects [s, s+l): every page, touched or not, of private
+	// anonymous memory (shmem: the memfd's pages, all present).
+	bool protect(uintptr_t s, size_t l, bool shmem)
+	{
+		int f = fence_uffd();
+		if (f < 0 || (shmem && !(g_uffd_features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)))
+			return false;
+		// Without write protection of untouched pages, touch them first
+		// (a write there would otherwise fault in a page nobody copies).
+		if (!shmem && !(g_uffd_features & UFFD_FEATURE_WP_UNPOPULATED) &&
+		    sys_madvise(reinterpret_cast<void *>(s), l, MADV_POPULATE_WRITE) != 0)
+			return false;
+		struct uffdio_register reg = {};
+		reg.range.start = s;
+		reg.range.len = l;
+		reg.mode = UFFDIO_REGISTER_MODE_WP;
+		if (ioctl(f, UFFDIO_REGISTER, &reg) != 0)
+			return false;
+		fd = f;
+		start = s;
+		len = l;
+		struct uffdio_writeprotect wp = {};
+		wp.range.start = s;
+		wp.range.len = l;
 		wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
-		if (ioctl(fd, UFFDIO_REGISTER, &reg) != 0 || ioctl(fd, UFFDIO_WRITEPROTECT, &wp) != 0) {
-			release();
+		if (ioctl(f, UFFDIO_WRITEPROTECT, &wp) != 0) {
+			undo();
 			return false;
 		}
 		return true;
@@ -698,29 +792,35 @@ static void keep_dontfork(uintptr_t start, size_t len)
 		sys_madvise(reinterpret_cast<void *>(start), len, MADV_DONTFORK);
 }
 
-// Replaces [start, start+len) by the mapping `fresh` (same length, made by
-// the caller) after copying the range's bytes into it, writers of the range
-// waiting meanwhile unless `alone` (a child after fork(): no other thread).
-// False, nothing changed and `fresh` unmapped, when the range cannot be
-// protected or moved.
-static bool replace_range(uintptr_t start, size_t len, void *fresh, bool shmem_source, bool alone)
+// Replaces [start, start+len) by a new mapping holding the range's bytes,
+// writers of the range waiting meanwhile unless `alone` (a child after
+// fork(): no other thread). `fill` runs behind the fence: it returns the new
+// mapping (same length) with the bytes in it, or MAP_FAILED; or `at` itself
+// when it has already put the new mapping there (with MAP_FIXED: only a
+// mapping whose bytes were all in place before it became visible, so no
+// write made after the swap is overwritten). False, nothing changed, when
+// the range cannot be protected or moved.
+template <class Fill>
+static bool replace_range(uintptr_t start, size_t len, bool shmem_source, bool alone, Fill fill)
 {
 	auto *at = reinterpret_cast<void *>(start);
 	WriteFence fence;
-	if (!alone && !fence.protect(start, len, shmem_source)) {
-		sys_munmap(fresh, len);
+	if (!alone && !fence.protect(start, len, shmem_source))
 		return false;
-	}
-	memcpy(fresh, at, len);
-	void *q = sys_mremap(fresh, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+	void *fresh = fill(at);
+	if (fresh == MAP_FAILED)
+		return false;
+	void *q = fresh == at ? at
+			      : sys_mremap(fresh, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at);
 	if (q != at) {
 		// Failed: `fresh` is still where it was (with an interposed mremap
 		// it could also have gone elsewhere: unmap wherever it is now).
 		sys_munmap(q == MAP_FAILED ? fresh : q, len);
 		return false;
 	}
+	fence.done(); // waiting writers retry on the new pages
 	keep_dontfork(start, len);
-	return true; // the fence is released here: waiting writers retry
+	return true;
 }
 
 // Replaces [start, end) by a private anonymous copy (undoes the sharing).
@@ -729,19 +829,63 @@ static bool privatize(uintptr_t start, uintptr_t end, bool alone)
 {
 	// Absent in a child when the range was marked MADV_DONTFORK
 	// (ibv_fork_init): nothing to do then.
-	if (sys_madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
+	if (alone && sys_madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
 		return true;
-	void *p = sys_mmap(nullptr, end - start, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t len = end - start;
+	void *p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return false;
-	if (!replace_range(start, end - start, p, true, alone)) {
+	// The pages of a large copy allocated before the fence, in one call
+	// (not one fault per page during the copy).
+	if (len > 16 * 4096)
+		sys_madvise(p, len, MADV_POPULATE_WRITE);
+	bool ok = replace_range(start, len, true, alone, [&](void *at) {
+		memcpy(p, at, len);
+		return p;
+	});
+	if (!ok) {
+		sys_munmap(p, len);
 		softlog(2, "registered pages at %#lx (%lu bytes) stay backed by a shared file: "
 			   "they could not be write protected to copy them back",
-			(unsigned long)start, (unsigned long)(end - start));
-		return false;
+			(unsigned long)start, (unsigned long)len);
+	}
+	return ok;
+}
+
+// Writes [src, src+len) at offset 0 of fd: the file's pages are allocated
+// by the copy itself (never zeroed first, no page fault per page).
+static bool fill_file(int fd, const void *src, size_t len)
+{
+	const char *b = static_cast<const char *>(src);
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(fd, b + done, len - done, off_t(done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		done += size_t(n);
 	}
 	return true;
+}
+
+// The largest region (in whole pages) whose pages registration converts:
+// beyond it the copy would cost what a kernel device pays to pin far more
+// memory (openverbs-soft(7)), so such a region stays where it is and peers
+// reach it with process_vm_*. OPENVERBS_SOFT_SHARE_MAX (bytes; ignored in
+// setuid programs) changes it.
+static size_t share_max()
+{
+	static size_t v = [] {
+		size_t d = size_t(64) << 20;
+		const char *e = secure_getenv("OPENVERBS_SOFT_SHARE_MAX");
+		if (!e || !*e)
+			return d;
+		char *endp = nullptr;
+		errno = 0;
+		unsigned long long x = strtoull(e, &endp, 0);
+		return errno || *endp ? d : size_t(x);
+	}();
+	return v;
 }
 
 // Finds or makes the memfd backing the pages that hold [addr, addr+len),
@@ -786,12 +930,18 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		}
 	}
 	int slot = -1;
-	if (freeslot >= 0 && anon_private_rw(ps, pe)) {
+	if (freeslot >= 0 && pe - ps <= share_max() && anon_private_rw(ps, pe)) {
 		int fd = sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
-		void *p = MAP_FAILED;
-		if (fd >= 0 && ftruncate(fd, pe - ps) == 0)
-			p = sys_mmap(nullptr, pe - ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (p != MAP_FAILED && replace_range(ps, pe - ps, p, false, false)) {
+		size_t n = pe - ps;
+		bool ok = fd >= 0 && replace_range(ps, n, false, false, [&](void *at) {
+			// The file holds every byte before its mapping replaces
+			// the range (in one call: no window without a mapping).
+			if (!fill_file(fd, at, n))
+				return MAP_FAILED;
+			return sys_mmap(at, n, PROT_READ | PROT_WRITE,
+					MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0);
+		});
+		if (ok) {
 			g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
 			*file_off = a - ps;
 			slot = freeslot;
@@ -865,6 +1015,14 @@ static void share_atfork_child()
 			close(r.fd);
 			r = SharedRange{};
 		}
+	// The parent's userfaultfd and maps: this process makes its own.
+	if (g_uffd >= 0)
+		close(g_uffd);
+	g_uffd = -1;
+	g_uffd_tried = false;
+	if (g_maps_fd >= 0)
+		close(g_maps_fd);
+	g_maps_fd = -1;
 	if (g_fork_done[1] >= 0) {
 		close(g_fork_done[0]);
 		close(g_fork_done[1]);

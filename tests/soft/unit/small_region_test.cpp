@@ -243,6 +243,58 @@ int small_dontfork()
 	return all_are(pg.p, pg.len, 'n') ? 0 : 16;
 }
 
+// Regions larger than OPENVERBS_SOFT_SHARE_MAX (here 64 KiB) are not copied
+// at registration: they stay private memory and a peer still reaches them
+// (with process_vm_*); a region within the limit is converted.
+int large_region()
+{
+	Ctx ctx(open_soft());
+	if (!ctx)
+		return 30;
+	Pd pd(ibv_alloc_pd(ctx.get()));
+	Pages big(32, 'n'), small(16, 'n');
+	if (!pd || !big.p || !small.p)
+		return 31;
+	Mr mb(ibv_reg_mr(pd.get(), big.p, big.len, kAllAccess));
+	Mr ms(ibv_reg_mr(pd.get(), small.p, small.len, kAllAccess));
+	if (!mb || !ms)
+		return 32;
+	if (region_file_of(big.p) != 0 || region_file_of(big.p + big.len - 1) != 0) {
+		fprintf(stderr, "a region above the limit was converted\n");
+		return 33;
+	}
+	if (region_file_of(small.p) == 0) {
+		fprintf(stderr, "a region within the limit was not converted\n");
+		return 34;
+	}
+	WriterPeer w;
+	auto r = w.run(pd.get(), uintptr_t(big.p + 70000), mb->rkey, 3000, 0);
+	if (!r) {
+		fprintf(stderr, "%s\n", r.message());
+		return 35;
+	}
+	if (!all_are(big.p + 70000, 3000, 'W') || !all_are(big.p, 70000, 'n') ||
+	    !all_are(big.p + 73000, big.len - 73000, 'n'))
+		return 36;
+	return 0;
+}
+
+int run_mode(const char *mode)
+{
+	FILE *err_in = nullptr;
+	pid_t c = spawn_self("--soft-small", mode, nullptr, &err_in, true);
+	if (c < 0 || !err_in)
+		return -1;
+	char buf[1024];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), err_in)) > 0)
+		fwrite(buf, 1, n, stderr);
+	fclose(err_in);
+	int st = 0;
+	waitpid(c, &st, 0);
+	return st;
+}
+
 class SmallRegion : public ::testing::Test {
 protected:
 	void SetUp() override
@@ -403,19 +455,16 @@ TEST_F(SmallRegion, ForkGivesTheChildThePageAsAtFork)
 
 TEST(SmallRegionProcess, DontforkAfterForkInitCoversTheWholePage)
 {
-	FILE *err_in = nullptr;
-	pid_t c = spawn_self("--soft-small", "dontfork", nullptr, &err_in, true);
-	ASSERT_GT(c, 0);
-	ASSERT_TRUE(err_in);
-	std::string err;
-	char buf[1024];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), err_in)) > 0)
-		err.append(buf, n);
-	fclose(err_in);
-	int st = 0;
-	waitpid(c, &st, 0);
-	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << err;
+	int st = run_mode("dontfork");
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
+TEST(SmallRegionProcess, RegionAboveTheLimitIsNotCopiedAndStillReached)
+{
+	setenv("OPENVERBS_SOFT_SHARE_MAX", "65536", 1);
+	int st = run_mode("large");
+	unsetenv("OPENVERBS_SOFT_SHARE_MAX");
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
 } // namespace
@@ -427,5 +476,7 @@ int small_region_child(const char *mode)
 		return small_peer_writer();
 	if (!strcmp(mode, "dontfork"))
 		return small_dontfork();
+	if (!strcmp(mode, "large"))
+		return large_region();
 	return 127;
 }
