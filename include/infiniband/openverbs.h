@@ -33,6 +33,19 @@
 #define OPENVERBS_SOFT_DEVICES_ENV "RDMAV_SOFT_DEVICES"
 #define OPENVERBS_MAX_SOFT_DEVICES 256
 
+/* RoCE v2 software devices: one per network interface named in
+ * RDMAV_SOFT_ROCE=IFNAME[,IFNAME...] (or a config file line
+ * "soft_roce IFNAME[,IFNAME...]"; the environment wins; ignored in setuid
+ * programs), called sroce0, sroce1, ... in the order given. Their entries
+ * carry VSYSFS_SOFT and VSYSFS_SOFT_ROCE, driver_id OPENVERBS_DRIVER_SOFT,
+ * and the interface name in `modalias` as "openverbs-roce:IFNAME". The
+ * soft provider serves them (openverbs-soft(7), ROCE). */
+#define OPENVERBS_SOFT_ROCE_ENV "RDMAV_SOFT_ROCE"
+#define OPENVERBS_SOFT_ROCE_NAME "sroce"
+#define OPENVERBS_SOFT_ROCE_MODALIAS "openverbs-roce:"
+#define OPENVERBS_MAX_SOFT_ROCE 64
+#define VSYSFS_SOFT_ROCE (1U << 30)
+
 /* Resource types the soft provider passes to the `alloc` and `free`
  * callbacks of a parent domain created with
  * IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS (ibv_alloc_parent_domain(3)):
@@ -73,7 +86,7 @@ enum openverbs_soft_resource {
  * of its match table, so the core reaches it as
  *   verbs_get_device(ctx->device)->sysfs->match->driver_data
  * for devices whose sysfs entry has VSYSFS_SOFT set. Layout: append-only. */
-#define OPENVERBS_SOFT_HOOKS_VERSION 1
+#define OPENVERBS_SOFT_HOOKS_VERSION 2
 
 struct openverbs_soft_hooks {
 	uint32_t version; /* OPENVERBS_SOFT_HOOKS_VERSION */
@@ -91,6 +104,12 @@ struct openverbs_soft_hooks {
 	 * ibv_cq * of the CQ), so ibv_get_cq_event reads it exactly as for a
 	 * kernel channel; ibv_destroy_comp_channel just closes it. 0 or errno. */
 	int (*create_comp_channel)(struct ibv_context *context, int *fd);
+	/* Version 2: GID entry `index` of port `port_num` with its type and
+	 * network interface, as ibv_query_gid_ex(3) reports it: 0, ENODATA
+	 * (empty slot) or EINVAL (bad port or index). NULL: the entry is
+	 * query_gid's GID with type IBV_GID_TYPE_IB and no interface. */
+	int (*query_gid_entry)(struct ibv_context *context, uint32_t port_num,
+			       uint32_t index, struct ibv_gid_entry *entry);
 };
 
 #endif /* INFINIBAND_OPENVERBS_H */

@@ -33,14 +33,6 @@ uint64_t now_ns()
 	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-// IB "RNR NAK timer" field values, in units of 10 microseconds (value 0
-// means 655.36 ms). Source: InfiniBand Architecture Specification, table of
-// RNR timer encodings (also ibv_modify_qp(3), min_rnr_timer).
-static const uint32_t kRnrTimer10us[32] = {
-	65536, 1,    2,    3,    4,    6,    8,    12,   16,    24,    32,
-	48,    64,   96,   128,  192,  256,  384,  512,  768,   1024,  1536,
-	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-
 // getpid() cached for the data path; refreshed in a child after fork().
 static int32_t g_pid;
 static void pid_refresh() { g_pid = getpid(); }
@@ -1475,6 +1467,8 @@ static void run_queue(SoftQp *qp, bool force)
 
 uint64_t progress_qp(SoftQp *qp, bool force)
 {
+	if (qp->roce)
+		return 0; // RoCE QPs: their own transport retries (roce/transport.cpp)
 	if (!qp_sq_trylock(qp))
 		return 1;
 	run_queue(qp, force);
@@ -1556,7 +1550,7 @@ int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 }
 
 // Converts one ibv_send_wr. Returns 0 or EINVAL.
-static int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
+int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 {
 	w.wr_id = wr->wr_id;
 	w.opcode = wr->opcode;

@@ -360,7 +360,7 @@ struct Attached {
 	int refs;
 };
 static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
-static Attached g_attached[OPENVERBS_MAX_SOFT_DEVICES];
+static Attached g_attached[2 * OPENVERBS_MAX_SOFT_DEVICES]; // soft<N>, then sroce<N>
 
 static int user_dir(char *buf, size_t len)
 {
@@ -436,14 +436,20 @@ static void init_header(Segment *seg, int index)
 	h->arena_initialised = 1;
 }
 
-static int attach_new(int index, Segment *seg)
+static int attach_new(int index, const char *name, Segment *seg)
 {
 	char dir[96];
 	int rc = user_dir(dir, sizeof(dir));
 	if (rc)
 		return rc;
-	snprintf(seg->path, sizeof(seg->path), "%s/soft%d", dir, index);
+	if (name)
+		snprintf(seg->path, sizeof(seg->path), "%s/%s", dir, name);
+	else
+		snprintf(seg->path, sizeof(seg->path), "%s/soft%d", dir, index);
 	seg->index = index;
+	// The header names the device kind, not the process's numbering: every
+	// process names a RoCE device's interface sroce<N> with its own N.
+	int hdr_index = name ? OPENVERBS_MAX_SOFT_DEVICES : index;
 	for (int tries = 0; tries < 100; tries++) {
 		int fd = open(seg->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0) {
@@ -483,7 +489,7 @@ static int attach_new(int index, Segment *seg)
 			if (st.st_size && uint64_t(st.st_size) == segment_bytes()) {
 				if ((rc = map_segment(seg)))
 					return fail(rc);
-				if (!header_ok(seg->hdr, index))
+				if (!header_ok(seg->hdr, hdr_index))
 					softlog(2, "%s: damaged or foreign segment with no user: "
 						   "reinitialised", seg->path);
 				sys_munmap(seg->base, seg->size);
@@ -493,7 +499,7 @@ static int attach_new(int index, Segment *seg)
 				return fail(errno);
 			if ((rc = map_segment(seg)))
 				return fail(rc);
-			init_header(seg, index);
+			init_header(seg, hdr_index);
 		} else {
 			if (uint64_t(st.st_size) != segment_bytes()) {
 				softlog(1, "%s: size %lld does not match this layout: damaged or foreign "
@@ -502,7 +508,7 @@ static int attach_new(int index, Segment *seg)
 			}
 			if ((rc = map_segment(seg)))
 				return fail(rc);
-			if (!header_ok(seg->hdr, index)) {
+			if (!header_ok(seg->hdr, hdr_index)) {
 				softlog(1, "%s: damaged segment header while in use: not trusting it",
 					seg->path);
 				return fail(EPROTO);
@@ -554,9 +560,10 @@ bool segment_present(int index)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
-int segment_attach(int index, Segment **out)
+int segment_attach(int index, Segment **out, const char *name)
 {
-	if (index < 0 || index >= OPENVERBS_MAX_SOFT_DEVICES)
+	if (index < 0 || index >= 2 * OPENVERBS_MAX_SOFT_DEVICES ||
+	    (index >= OPENVERBS_MAX_SOFT_DEVICES) != (name != nullptr))
 		return EINVAL;
 	pthread_mutex_lock(&g_attach_lock);
 	Attached &a = g_attached[index];
@@ -571,7 +578,7 @@ int segment_attach(int index, Segment **out)
 			pthread_mutex_unlock(&g_attach_lock);
 			return ENOMEM;
 		}
-		int rc = attach_new(index, seg);
+		int rc = attach_new(index, name, seg);
 		if (rc) {
 			delete seg;
 			pthread_mutex_unlock(&g_attach_lock);

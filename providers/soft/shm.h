@@ -291,7 +291,9 @@ struct Segment {
 
 // Attach this process to soft<index> (creating the segment when absent).
 // Returns 0 or an errno value (EPROTO: damaged segment; EMFILE...).
-int segment_attach(int index, Segment **out);
+// RoCE devices (index kRoceIndexBase + N, below 2 * OPENVERBS_MAX_SOFT_DEVICES)
+// name their file: `name` (roce/device.cpp), else the file is soft<index>.
+int segment_attach(int index, Segment **out, const char *name = nullptr);
 // True when the shared segment of soft<index> exists (some process of this
 // user has the device open, or had it). Never creates it.
 bool segment_present(int index);

@@ -48,10 +48,25 @@ inline constexpr uint32_t kVendorId = 0x4f5653;
 inline constexpr uint64_t kDeviceFlushGlobal = 1ull << 38;
 #endif
 
+// IB "RNR NAK timer" field values, in units of 10 microseconds (value 0
+// means 655.36 ms). Source: InfiniBand Architecture Specification, table of
+// RNR timer encodings (also ibv_modify_qp(3), min_rnr_timer).
+inline constexpr uint32_t kRnrTimer10us[32] = {
+	65536, 1,    2,    3,    4,    6,    8,    12,   16,    24,    32,
+	48,    64,   96,   128,  192,  256,  384,  512,  768,   1024,  1536,
+	2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+
 struct SoftDevice {
 	struct verbs_device vdev;
-	int index; // soft<index>
+	int index; // soft<index>; RoCE devices: kRoceIndexBase + N for sroce<N>
+	char roce_if[16]; // RoCE v2 device (roce/): its network interface, "" otherwise
 };
+
+// RoCE v2 devices (providers/soft/roce/): the transport state of a context
+// and of a QP. Null on the shared-memory devices.
+struct RoceCtx;
+struct RoceQp;
+inline constexpr int kRoceIndexBase = OPENVERBS_MAX_SOFT_DEVICES;
 
 struct SoftQp;
 struct SoftPd;
@@ -73,6 +88,7 @@ struct SoftContext {
 	SoftPd *dead_pds;   // freed parent domains (under lock; freed at close)
 	SoftTd *dead_tds;   // freed thread domains (under lock; freed at close)
 	SoftContext *next_ctx; // global list (exit handler)
+	RoceCtx *roce;         // RoCE v2 device: its transport (roce/roce.h)
 };
 
 struct SoftPd {
@@ -317,6 +333,7 @@ struct SoftQp {
 	// XRC_RECV handles: the QpEntry::error_seq last reported to this handle.
 	uint32_t fatal_seen;
 	SoftQp *next;
+	RoceQp *roce;         // RoCE v2 device: the QP's transport (roce/roce.h)
 };
 
 // sq_count is changed under the send-queue guard only, but the progress
@@ -417,6 +434,9 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 void lane_move(CqLane *l, struct ibv_wc *cells, uint32_t n);
 uint32_t lane_count(const CqLane *l);
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
+// Checks one ibv_send_wr against qp (type, opcode, SGE count, inline size)
+// and copies it into w (inline data copied). 0 or EINVAL.
+int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w);
 // Runs qp's queued send work if its send-queue guard is free. Returns when
 // what is left needs the progress thread again: 0 nothing left, 1 as soon as
 // possible (no due time, or the guard was busy), else a now_ns() time.
@@ -428,5 +448,8 @@ void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t elem
 		  uint32_t type);
 uint64_t now_ns();
 void init_qp_ex_ops(SoftQp *qp);
+// The shared-memory device's operations (verbs.cpp): RoCE contexts start from
+// them and replace the transport's (roce/device.cpp).
+const struct verbs_context_ops &soft_context_ops();
 
 } // namespace ovsoft

@@ -4,6 +4,7 @@
 // ibv_modify_qp(3), ibv_create_qp_ex(3), ibv_open_xrcd(3), ...) and the
 // InfiniBand QP state machine; the data path is in engine.cpp.
 #include "soft.h"
+#include "roce/roce.h"
 #include "keys.h"
 #include "log.h"
 #include "sysmm.h"
@@ -324,6 +325,8 @@ static int soft_query_port(struct ibv_context *context, uint8_t port, struct ibv
 
 static int hook_query_gid(struct ibv_context *context, uint8_t port, int index, union ibv_gid *gid)
 {
+	if (context && to_sctx(context)->roce)
+		return roce_query_gid(to_sctx(context), port, index, gid);
 	if (!context || !gid || port != 1 || index < 0 || uint32_t(index) >= kGidTableLen)
 		return EINVAL;
 	SoftContext *ctx = to_sctx(context);
@@ -331,6 +334,23 @@ static int hook_query_gid(struct ibv_context *context, uint8_t port, int index, 
 	uint64_t guid = htobe64(device_guid(ctx->index));
 	memcpy(gid->raw, &prefix, 8);
 	memcpy(gid->raw + 8, &guid, 8);
+	return 0;
+}
+
+static int hook_query_gid_entry(struct ibv_context *context, uint32_t port, uint32_t index,
+				struct ibv_gid_entry *entry)
+{
+	if (!context || !entry)
+		return EINVAL;
+	if (to_sctx(context)->roce)
+		return roce_query_gid_entry(to_sctx(context), port, index, entry);
+	if (port != 1 || index >= kGidTableLen)
+		return EINVAL;
+	memset(entry, 0, sizeof(*entry));
+	hook_query_gid(context, 1, int(index), &entry->gid);
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = IBV_GID_TYPE_IB;
 	return 0;
 }
 
@@ -375,6 +395,7 @@ extern "C" const struct openverbs_soft_hooks openverbs_soft_hooks_v1 = {
 	ovsoft::hook_query_gid,
 	ovsoft::hook_query_pkey,
 	ovsoft::hook_create_comp_channel,
+	ovsoft::hook_query_gid_entry,
 };
 
 namespace ovsoft {
@@ -3100,6 +3121,8 @@ static void soft_free_context(struct ibv_context *context)
 {
 	SoftContext *ctx = to_sctx(context);
 	stop_thread(ctx);
+	if (ctx->roce)
+		roce_close(ctx);
 	pthread_mutex_lock(&g_ctx_lock);
 	for (SoftContext **p = &g_contexts; *p; p = &(*p)->next_ctx)
 		if (*p == ctx) {
@@ -3176,6 +3199,8 @@ static const struct verbs_context_ops soft_ops = [] {
 	return o;
 }();
 
+const struct verbs_context_ops &soft_context_ops() { return soft_ops; }
+
 static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cmd_fd,
 						void *private_data)
 {
@@ -3191,12 +3216,20 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	pthread_mutex_init(&ctx->lock, nullptr);
 	pthread_mutex_init(&ctx->wake_lock, nullptr);
 	pthread_cond_init(&ctx->wake, nullptr);
-	int rc = segment_attach(sdev->index, &ctx->seg);
+	char roce_seg[64];
+	int rc = sdev->roce_if[0] ? roce_segment_name(sdev, roce_seg, sizeof(roce_seg)) : 0;
+	if (!rc)
+		rc = segment_attach(sdev->index, &ctx->seg, sdev->roce_if[0] ? roce_seg : nullptr);
 	int p[2] = {-1, -1};
 	if (!rc && pipe2(p, O_CLOEXEC) != 0)
 		rc = errno;
+	if (!rc && sdev->roce_if[0] && (rc = roce_open(ctx, sdev)) != 0) {
+		close(p[0]);
+		close(p[1]);
+	}
 	if (rc) {
-		softlog(1, "soft%d: cannot open the device: %s", sdev->index, strerror(rc));
+		if (!sdev->roce_if[0])
+			softlog(1, "soft%d: cannot open the device: %s", sdev->index, strerror(rc));
 		if (ctx->seg)
 			segment_detach(ctx->seg);
 		pthread_mutex_destroy(&ctx->lock);
@@ -3212,6 +3245,8 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	ctx->async_ino = fd_ino(p[0]);
 	ctx->vctx.context.num_comp_vectors = 1;
 	verbs_set_ops(&ctx->vctx, &soft_ops);
+	if (ctx->roce)
+		verbs_set_ops(&ctx->vctx, &roce_context_ops());
 	// The port is ACTIVE from the start and never changes state, so no port
 	// event is ever queued (an HCA reports port events on changes only; the
 	// first event a program reads is one its own work caused).
@@ -3224,6 +3259,8 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 
 static struct verbs_device *soft_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
 {
+	if (sysfs_dev->flags & VSYSFS_SOFT_ROCE)
+		return roce_alloc_device(sysfs_dev);
 	int index = -1;
 	const char *name = sysfs_dev->ibdev_name;
 	if (strncmp(name, OPENVERBS_SOFT_NAME, strlen(OPENVERBS_SOFT_NAME)) == 0) {

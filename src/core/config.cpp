@@ -109,6 +109,15 @@ void parse_config_text(std::string_view text, const std::string &origin, Config 
 				continue;
 			}
 			cfg.soft_devices = static_cast<long>(n);
+		} else if (key == "soft_roce") {
+			std::vector<std::string> names;
+			if (!extra.empty() || value.empty() || !parse_roce_interfaces(value, names)) {
+				bad_line(cfg, origin, lineno,
+					 "expected 'soft_roce IFNAME[,IFNAME...]' (network interfaces)");
+				continue;
+			}
+			cfg.soft_roce = std::move(names);
+			cfg.soft_roce_set = true;
 		} else {
 			bad_line(cfg, origin, lineno, "unknown directive '" + std::string(key) + "'");
 		}

@@ -219,6 +219,7 @@ int scan(DeviceList &l, SysfsDevList &found)
 		l.why_empty = "no character device under " + s.cdev_dir + " for the " +
 			      std::to_string(before) + " device(s) found";
 	add_soft_devices(soft_device_count(l), s.sysfs_root, found);
+	add_soft_roce_devices(s.soft_roce_set ? s.soft_roce : l.config.soft_roce, s.sysfs_root, found);
 	return 0;
 }
 

@@ -454,6 +454,32 @@ void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &o
 	}
 }
 
+void add_soft_roce_devices(const std::vector<std::string> &ifnames, const std::string &sysfs_root,
+			   SysfsDevList &out)
+{
+	unsigned i = 0;
+	for (const auto &ifname : ifnames) {
+		SysfsDevPtr dev = new_sysfs_dev();
+		if (!dev)
+			return;
+		snprintf(dev->ibdev_name, sizeof(dev->ibdev_name), OPENVERBS_SOFT_ROCE_NAME "%u", i);
+		set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
+			 dev->ibdev_name);
+		snprintf(dev->modalias, sizeof(dev->modalias), OPENVERBS_SOFT_ROCE_MODALIAS "%s",
+			 ifname.c_str());
+		dev->flags = VSYSFS_SOFT | VSYSFS_SOFT_ROCE | VSYSFS_READ_NODE_GUID;
+		dev->driver_id = OPENVERBS_DRIVER_SOFT;
+		dev->node_type = IBV_NODE_CA;
+		// The provider reports the interface's EUI-64; this one only
+		// names the entry until then.
+		dev->node_guid = (uint64_t{0x4f56} << 48) | (uint64_t{1} << 40) | i;
+		dev->num_ports = 1;
+		dev->abi_ver = 1;
+		out.push_back(std::move(dev));
+		i++;
+	}
+}
+
 int netlink_copy_on_fork(bool *on)
 {
 	NlSocket sock;

@@ -53,6 +53,10 @@ void filter_accessible(const std::string &cdev_dir, SysfsDevList &devs);
 // Appends the synthesised software devices soft0..soft(n-1); each one's sysfs_name
 // (so ibv_device.dev_name) is its own name, its sysfs_cdev 0.
 void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &out);
+// RoCE v2 software devices sroce0, sroce1, ... for the interfaces `ifnames`
+// (openverbs.h: VSYSFS_SOFT_ROCE, the interface in modalias).
+void add_soft_roce_devices(const std::vector<std::string> &ifnames, const std::string &sysfs_root,
+			   SysfsDevList &out);
 
 // Whether the kernel enabled copy-on-fork for pinned pages
 // (RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK). 0 and *on, or a negative errno.

@@ -107,9 +107,11 @@ static void read_modalias(verbs_sysfs_dev *dev)
 	if (dev->flags & VSYSFS_READ_MODALIAS)
 		return;
 	dev->flags |= VSYSFS_READ_MODALIAS;
-	dev->modalias[0] = '\0';
+	// Software devices have no sysfs: the core wrote theirs (RoCE devices
+	// name their interface there), or left it empty.
 	if (dev->flags & VSYSFS_SOFT)
 		return;
+	dev->modalias[0] = '\0';
 	std::string path = std::string(dev->ibdev_path) + "/device/modalias";
 	if (read_attr_at(AT_FDCWD, path.c_str(), dev->modalias, sizeof(dev->modalias)) <= 0)
 		dev->modalias[0] = '\0';

@@ -1,6 +1,8 @@
 #include "core/settings.h"
 
 #include "common/env.h"
+#include "common/log.h"
+#include "core/config.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -97,6 +99,13 @@ Settings compute()
 	if (const char *v = env.get(OPENVERBS_SOFT_DEVICES_ENV)) {
 		if (parse_uint(v, OPENVERBS_MAX_SOFT_DEVICES, &n))
 			s.soft_devices = static_cast<long>(n);
+	}
+	if (const char *v = env.get(OPENVERBS_SOFT_ROCE_ENV)) {
+		s.soft_roce_set = true;
+		if (!parse_roce_interfaces(v, s.soft_roce))
+			log(LOG_WARN, "libibverbs: %s=%s: expected interface names separated by commas "
+					 "(at most %d): ignored\n",
+			    OPENVERBS_SOFT_ROCE_ENV, v, OPENVERBS_MAX_SOFT_ROCE);
 	}
 	s.show_warnings = env_is_set("IBV_SHOW_WARNINGS");
 	s.fork_safe = env_is_set("RDMAV_FORK_SAFE") || env_is_set("IBV_FORK_SAFE");

@@ -21,6 +21,8 @@ struct Settings {
 	std::vector<std::string> own_provider_dirs; // override + build tree: loaded without config
 	std::vector<std::string> env_drivers;  // RDMAV_DRIVERS / IBV_DRIVERS entries
 	long soft_devices = -1;                // RDMAV_SOFT_DEVICES, -1 when unset
+	bool soft_roce_set = false;            // RDMAV_SOFT_ROCE given (even empty)
+	std::vector<std::string> soft_roce;    // its interface names, in order
 	bool show_warnings = false;            // IBV_SHOW_WARNINGS
 	bool fork_safe = false;                // RDMAV_FORK_SAFE / IBV_FORK_SAFE
 	bool allow_disassoc_destroy = false;   // RDMAV_ALLOW_DISASSOC_DESTROY / MLX4_DEVICE_FATAL_CLEANUP

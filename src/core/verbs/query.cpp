@@ -241,6 +241,9 @@ static int sysfs_gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t inde
 static int soft_gid_entry(struct ibv_context *ctx, const struct openverbs_soft_hooks *hooks,
 			  uint32_t port, uint32_t index, struct ibv_gid_entry *entry)
 {
+	if (hooks->version >= 2 && hooks->size >= sizeof(struct openverbs_soft_hooks) &&
+	    hooks->query_gid_entry)
+		return hooks->query_gid_entry(ctx, port, index, entry);
 	if (!hooks->query_gid)
 		return EOPNOTSUPP;
 	if (port > UINT8_MAX || index > INT32_MAX)

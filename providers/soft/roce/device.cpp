@@ -1,0 +1,550 @@
+// RoCE v2 software device: the interface it sits on (index, MAC, MTU,
+// addresses as GIDs), its UDP socket and receive thread, and the verbs whose
+// answers differ from the shared-memory device's (port, device attributes,
+// GIDs, address handles, QP creation and transitions).
+#include "roce.h"
+#include "../log.h"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+uint32_t roce_mtu_bytes(enum ibv_mtu m)
+{
+	switch (m) {
+	case IBV_MTU_256: return 256;
+	case IBV_MTU_512: return 512;
+	case IBV_MTU_1024: return 1024;
+	case IBV_MTU_2048: return 2048;
+	case IBV_MTU_4096: return 4096;
+	}
+	return 256;
+}
+
+// Largest IB MTU whose biggest packet (IPv6 40, UDP 8, BTH 12, RETH 16,
+// ImmDt 4, ICRC 4 bytes of headers around it) fits the interface MTU.
+static enum ibv_mtu ib_mtu_for(uint32_t if_mtu)
+{
+	const uint32_t overhead = 40 + 8 + 12 + 16 + 4 + 4;
+	enum ibv_mtu m = IBV_MTU_256;
+	for (int e = IBV_MTU_4096; e >= IBV_MTU_256; e--)
+		if (roce_mtu_bytes(static_cast<enum ibv_mtu>(e)) + overhead <= if_mtu) {
+			m = static_cast<enum ibv_mtu>(e);
+			break;
+		}
+	return m;
+}
+
+// ------------------------------------------------------------------ device
+
+struct verbs_device *roce_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	const char *name = sysfs_dev->ibdev_name;
+	size_t pl = strlen(OPENVERBS_SOFT_ROCE_NAME);
+	const char *alias = sysfs_dev->modalias;
+	size_t al = strlen(OPENVERBS_SOFT_ROCE_MODALIAS);
+	char *end = nullptr;
+	long n = -1;
+	if (strncmp(name, OPENVERBS_SOFT_ROCE_NAME, pl) == 0 && name[pl])
+		n = strtol(name + pl, &end, 10);
+	if (n < 0 || n >= OPENVERBS_MAX_SOFT_ROCE || !end || *end ||
+	    strncmp(alias, OPENVERBS_SOFT_ROCE_MODALIAS, al) != 0 || !alias[al] ||
+	    strlen(alias + al) >= sizeof(SoftDevice::roce_if)) {
+		softlog(2, "%s is not a RoCE software device entry (sroce0..sroce%d on an interface)",
+			name, OPENVERBS_MAX_SOFT_ROCE - 1);
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *dev = static_cast<SoftDevice *>(calloc(1, sizeof(SoftDevice)));
+	if (!dev) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	dev->index = kRoceIndexBase + int(n);
+	snprintf(dev->roce_if, sizeof(dev->roce_if), "%s", alias + al);
+	return &dev->vdev;
+}
+
+// The segment of a RoCE device is the interface's, in this network
+// namespace: every process of the user that opens a device on the same
+// interface shares it (one key and QP number space, as one NIC).
+int roce_segment_name(const SoftDevice *dev, char *buf, size_t len)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/net", &st) != 0)
+		return errno;
+	unsigned idx = if_nametoindex(dev->roce_if);
+	if (!idx) {
+		softlog(1, "sroce%d: no network interface %s in this namespace",
+			dev->index - kRoceIndexBase, dev->roce_if);
+		return ENODEV;
+	}
+	snprintf(buf, len, "sroce-%llu-%u", (unsigned long long)st.st_ino, idx);
+	return 0;
+}
+
+static void eui64(const uint8_t mac[6], uint8_t out[8])
+{
+	out[0] = mac[0] ^ 2;
+	out[1] = mac[1];
+	out[2] = mac[2];
+	out[3] = 0xff;
+	out[4] = 0xfe;
+	out[5] = mac[3];
+	out[6] = mac[4];
+	out[7] = mac[5];
+}
+
+// Interface facts and GID table: index 0 is the default GID fe80::EUI-64
+// (as every RoCE device has), then each IPv4 address (IPv4-mapped), then the
+// other IPv6 addresses, all RoCE v2.
+static int read_interface(RoceCtx *rc)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return errno;
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", rc->ifname);
+	int rc_mtu = ioctl(s, SIOCGIFMTU, &ifr);
+	rc->if_mtu = rc_mtu == 0 ? uint32_t(ifr.ifr_mtu) : 1500;
+	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
+	if (ioctl(s, SIOCGIFHWADDR, &ifr) == 0)
+		memcpy(rc->mac, ifr.ifr_hwaddr.sa_data, 6);
+	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
+	rc->up = ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP) &&
+		 (ifr.ifr_flags & IFF_RUNNING);
+	close(s);
+	rc->active_mtu = ib_mtu_for(rc->if_mtu);
+	uint8_t e[8];
+	eui64(rc->mac, e);
+	rc->guid = 0;
+	for (int i = 0; i < 8; i++)
+		rc->guid = (rc->guid << 8) | e[i];
+	rc->ngids = 0;
+	RoceGid &d = rc->gids[rc->ngids++];
+	memset(&d, 0, sizeof(d));
+	d.gid.raw[0] = 0xfe;
+	d.gid.raw[1] = 0x80;
+	memcpy(d.gid.raw + 8, e, 8);
+	struct ifaddrs *ifa = nullptr;
+	if (getifaddrs(&ifa) != 0)
+		return 0; // the default GID alone
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct ifaddrs *a = ifa; a; a = a->ifa_next) {
+			if (!a->ifa_addr || strcmp(a->ifa_name, rc->ifname) != 0 ||
+			    rc->ngids >= kRoceMaxGids)
+				continue;
+			RoceGid g = {};
+			if (pass == 0 && a->ifa_addr->sa_family == AF_INET) {
+				auto *sin = reinterpret_cast<struct sockaddr_in *>(a->ifa_addr);
+				g.gid.raw[10] = g.gid.raw[11] = 0xff;
+				memcpy(g.gid.raw + 12, &sin->sin_addr, 4);
+				g.v4 = true;
+			} else if (pass == 1 && a->ifa_addr->sa_family == AF_INET6) {
+				auto *sin6 = reinterpret_cast<struct sockaddr_in6 *>(a->ifa_addr);
+				memcpy(g.gid.raw, &sin6->sin6_addr, 16);
+				if (memcmp(g.gid.raw, d.gid.raw, 16) == 0)
+					continue;
+			} else {
+				continue;
+			}
+			rc->gids[rc->ngids++] = g;
+		}
+	}
+	freeifaddrs(ifa);
+	return 0;
+}
+
+static int open_socket(RoceCtx *rc)
+{
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	int zero = 0, one = 1, pmtu = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	// Don't Fragment, never fragmented: with an unconnected socket Linux
+	// then writes IPv4 identification 0, which our ICRC assumes.
+	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
+	int buf = 4 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	// One socket per interface: bound to the device, so that each
+	// interface of a namespace can have its own port 4791 (Linux 5.7 and
+	// later allow this without privileges).
+	if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, rc->ifname, socklen_t(strlen(rc->ifname))) !=
+	    0)
+		softlog(2, "%s: SO_BINDTODEVICE: %s; the socket takes port %u on every interface",
+			rc->ifname, strerror(errno), ovroce::kRoceV2Port);
+	struct sockaddr_in6 a = {};
+	a.sin6_family = AF_INET6;
+	a.sin6_port = htons(ovroce::kRoceV2Port);
+	a.sin6_addr = in6addr_any;
+	if (bind(fd, reinterpret_cast<struct sockaddr *>(&a), sizeof(a)) != 0) {
+		int e = errno;
+		if (e == EADDRINUSE)
+			softlog(1, "%s: UDP port %u is in use on this interface (kernel rxe, or another "
+				   "process with this device open: one process per RoCE device and network "
+				   "namespace in this version)",
+				rc->ifname, ovroce::kRoceV2Port);
+		else
+			softlog(1, "%s: cannot bind UDP port %u: %s", rc->ifname, ovroce::kRoceV2Port,
+				strerror(e));
+		close(fd);
+		return e;
+	}
+	rc->fd = fd;
+	// Packets in flight per QP: what the receive buffer the kernel granted
+	// (net.core.rmem_max caps it) holds twice over, counting each datagram
+	// of the path MTU at twice its size (the kernel's accounting).
+	int granted = 0;
+	socklen_t gl = sizeof(granted);
+	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &gl);
+	uint32_t per = 2 * (roce_mtu_bytes(rc->active_mtu) + 256);
+	rc->window = std::clamp<uint32_t>(uint32_t(granted) / (2 * per), 8, kRoceMaxWindow);
+	return 0;
+}
+
+int roce_open(SoftContext *ctx, const SoftDevice *dev)
+{
+	auto *rc = new (std::nothrow) RoceCtx();
+	if (!rc)
+		return ENOMEM;
+	rc->ctx = ctx;
+	snprintf(rc->ifname, sizeof(rc->ifname), "%s", dev->roce_if);
+	rc->ifindex = int(if_nametoindex(rc->ifname));
+	pthread_mutex_init(&rc->lock, nullptr);
+	pthread_mutex_init(&rc->rx_lock, nullptr);
+	rc->rx_bufs = static_cast<uint8_t *>(malloc(size_t(kRoceBatch) * kRoceMaxDatagram));
+	int e = !rc->rx_bufs ? ENOMEM : rc->ifindex ? read_interface(rc) : ENODEV;
+	if (!e)
+		e = open_socket(rc);
+	if (!e) {
+		rc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (rc->wake_fd < 0)
+			e = errno;
+	}
+	if (!e) {
+		ctx->roce = rc;
+		e = pthread_create(&rc->rx, nullptr, roce_rx_main, rc);
+		rc->rx_started = e == 0;
+	}
+	if (e) {
+		softlog(1, "sroce%d (%s): cannot open the device: %s", dev->index - kRoceIndexBase,
+			dev->roce_if, strerror(e));
+		ctx->roce = nullptr;
+		if (rc->fd >= 0)
+			close(rc->fd);
+		if (rc->wake_fd >= 0)
+			close(rc->wake_fd);
+		pthread_mutex_destroy(&rc->lock);
+		pthread_mutex_destroy(&rc->rx_lock);
+		free(rc->rx_bufs);
+		delete rc;
+		return e;
+	}
+	softlog(3, "sroce%d on %s: ifindex %d, MTU %u (IB %u), %u GIDs", dev->index - kRoceIndexBase,
+		rc->ifname, rc->ifindex, rc->if_mtu, roce_mtu_bytes(rc->active_mtu), rc->ngids);
+	return 0;
+}
+
+void roce_close(SoftContext *ctx)
+{
+	RoceCtx *rc = ctx->roce;
+	if (!rc)
+		return;
+	rc->stop.store(true);
+	uint64_t one = 1;
+	if (write(rc->wake_fd, &one, sizeof(one)) < 0) {
+	}
+	if (rc->rx_started)
+		pthread_join(rc->rx, nullptr);
+	close(rc->fd);
+	close(rc->wake_fd);
+	char drops[256] = "";
+	size_t used = 0;
+	for (int d = 1; d < ovroce::D_COUNT; d++)
+		if (uint64_t v = rc->drops[d].load(); v && used < sizeof(drops))
+			used += size_t(snprintf(drops + used, sizeof(drops) - used, " %s=%llu",
+						ovroce::drop_name(ovroce::Drop(d)), (unsigned long long)v));
+	softlog(3, "%s: %llu datagrams in, %llu out (%llu failed), %llu retransmissions, window %u, "
+		   "%llu IPv4 identifications solved; dropped:%s",
+		rc->ifname, (unsigned long long)rc->rx_packets.load(),
+		(unsigned long long)rc->tx_packets.load(), (unsigned long long)rc->tx_errors.load(),
+		(unsigned long long)rc->retransmits.load(), rc->window,
+		(unsigned long long)rc->icrc_solved.load(), used ? drops : " none");
+	pthread_mutex_destroy(&rc->lock);
+	pthread_mutex_destroy(&rc->rx_lock);
+	free(rc->rx_bufs);
+	ctx->roce = nullptr;
+	delete rc;
+}
+
+// ------------------------------------------------------------------ queries
+
+int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	RoceCtx *rc = ctx->roce;
+	if (!gid || port != 1 || index < 0 || uint32_t(index) >= kRoceMaxGids)
+		return EINVAL;
+	if (uint32_t(index) >= rc->ngids)
+		memset(gid, 0, sizeof(*gid)); // an empty slot, as sysfs shows it
+	else
+		*gid = rc->gids[index].gid;
+	return 0;
+}
+
+int roce_query_gid_entry(SoftContext *ctx, uint32_t port, uint32_t index,
+			 struct ibv_gid_entry *entry)
+{
+	RoceCtx *rc = ctx->roce;
+	if (port != 1 || index >= kRoceMaxGids)
+		return EINVAL;
+	if (index >= rc->ngids)
+		return ENODATA;
+	memset(entry, 0, sizeof(*entry));
+	entry->gid = rc->gids[index].gid;
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+	entry->ndev_ifindex = uint32_t(rc->ifindex);
+	return 0;
+}
+
+static int roce_query_port(struct ibv_context *context, uint8_t port, struct ibv_port_attr *attr)
+{
+	if (port != 1 || !attr)
+		return EINVAL;
+	RoceCtx *rc = to_sctx(context)->roce;
+	memset(attr, 0, sizeof(*attr));
+	attr->state = rc->up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	attr->max_mtu = IBV_MTU_4096;
+	attr->active_mtu = rc->active_mtu;
+	attr->gid_tbl_len = kRoceMaxGids;
+	attr->port_cap_flags = IBV_PORT_IP_BASED_GIDS;
+	attr->max_msg_sz = kMaxMsgSize;
+	attr->pkey_tbl_len = kPkeyTableLen;
+	attr->max_vl_num = 1;
+	attr->subnet_timeout = 0;
+	attr->active_width = 1;  // 1X
+	attr->active_speed = 32; // EDR-like: the interface's speed is not known
+	attr->phys_state = rc->up ? 5 : 3; // LinkUp / Disabled
+	attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+static int roce_query_device_ex(struct ibv_context *context,
+				const struct ibv_query_device_ex_input *input,
+				struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	int e = soft_context_ops().query_device_ex(context, input, attr, attr_size);
+	if (e)
+		return e;
+	RoceCtx *rc = to_sctx(context)->roce;
+	struct ibv_device_attr &o = attr->orig_attr;
+	snprintf(o.fw_ver, sizeof(o.fw_ver), "openverbs-sroce %d.0", 44);
+	o.node_guid = htobe64(rc->guid);
+	o.sys_image_guid = o.node_guid;
+	o.vendor_part_id = 0x4f57;
+	// Not carried over the wire yet: XRC, memory windows, atomics, multicast.
+	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE;
+	o.atomic_cap = IBV_ATOMIC_NONE;
+	o.max_mw = 0;
+	o.max_mcast_grp = 0;
+	o.max_mcast_qp_attach = 0;
+	o.max_total_mcast_qp_attach = 0;
+	if (attr_size >= offsetof(struct ibv_device_attr_ex, device_cap_flags_ex) +
+				 sizeof(attr->device_cap_flags_ex))
+		attr->device_cap_flags_ex = o.device_cap_flags;
+	return 0;
+}
+
+// ------------------------------------------------------------------ AH, QPs
+
+static bool av_ok(RoceCtx *rc, const struct ibv_ah_attr &ah)
+{
+	return ah.is_global && ah.port_num <= 1 && ah.grh.sgid_index < rc->ngids;
+}
+
+static struct ibv_ah *roce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	if (!pd || !attr || !av_ok(to_sctx(pd->context)->roce, *attr)) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	struct ibv_ah_attr a = *attr;
+	a.port_num = 1;
+	a.grh.sgid_index = 0; // the shared-memory device's table has one entry
+	struct ibv_ah *ah = soft_context_ops().create_ah(pd, &a);
+	if (ah)
+		reinterpret_cast<SoftAh *>(ah)->attr = *attr;
+	return ah;
+}
+
+static struct ibv_qp *attach_transport(struct ibv_qp *ibqp)
+{
+	if (!ibqp)
+		return nullptr;
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	auto *rq = new (std::nothrow) RoceQp();
+	RoceTx *tx = rq ? static_cast<RoceTx *>(calloc(qp->sq_depth ? qp->sq_depth : 1,
+							sizeof(RoceTx)))
+			: nullptr;
+	if (!rq || !tx || qp->lane) {
+		delete rq;
+		free(tx);
+		soft_context_ops().destroy_qp(ibqp);
+		errno = qp->lane ? EOPNOTSUPP : ENOMEM;
+		return nullptr;
+	}
+	rq->tx = tx;
+	pthread_mutex_lock(&rc->lock);
+	qp->roce = rq;
+	rc->by_slot[qp->slot] = qp;
+	pthread_mutex_unlock(&rc->lock);
+	return ibqp;
+}
+
+static bool type_ok(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD;
+}
+
+static struct ibv_qp *roce_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	if (attr && !type_ok(attr->qp_type)) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	return attach_transport(soft_context_ops().create_qp(pd, attr));
+}
+
+static struct ibv_qp *roce_create_qp_ex(struct ibv_context *context,
+					struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr && (!type_ok(attr->qp_type) ||
+		     (attr->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)))) {
+		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	return attach_transport(soft_context_ops().create_qp_ex(context, attr));
+}
+
+static int roce_destroy_qp(struct ibv_qp *ibqp)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	RoceQp *rq = qp->roce;
+	pthread_mutex_lock(&rc->lock);
+	int e = soft_context_ops().destroy_qp(ibqp);
+	if (!e)
+		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
+	pthread_mutex_unlock(&rc->lock);
+	if (!e && rq) {
+		free(rq->tx);
+		delete rq;
+	}
+	return e;
+}
+
+static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	if (!attr)
+		return EINVAL;
+	if ((mask & IBV_QP_AV) && !av_ok(rc, attr->ah_attr))
+		return EINVAL; // RoCE addresses need the GRH: a GID of ours, the peer's
+	if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu > rc->active_mtu)
+		return EINVAL;
+	struct ibv_qp_attr a = *attr;
+	if (mask & IBV_QP_AV) {
+		a.ah_attr.port_num = 1;
+		a.ah_attr.grh.sgid_index = 0;
+	}
+	if ((mask & IBV_QP_AV) &&
+	    rc->gids[attr->ah_attr.grh.sgid_index].v4 !=
+		    (memcmp(attr->ah_attr.grh.dgid.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0))
+		return EINVAL; // IPv4 to IPv4, IPv6 to IPv6
+	pthread_mutex_lock(&rc->lock);
+	auto cur = static_cast<enum ibv_qp_state>(qp->entry->state.load());
+	int e = soft_context_ops().modify_qp(ibqp, &a, mask);
+	if (!e) {
+		if (mask & IBV_QP_AV)
+			qp->attr.ah_attr = attr->ah_attr;
+		qp->remote_pid = 0; // the peer is on the wire, never a local process
+		if (mask & IBV_QP_STATE)
+			roce_qp_transition(qp, cur, attr->qp_state);
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return e;
+}
+
+// Completions are made when packets are handled: a poll that finds none
+// reads the socket first (the application's thread does the receive work
+// while it polls; the receive thread covers the time it does not).
+static int roce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	int got = soft_context_ops().poll_cq(ibcq, n, wc);
+	if (got != 0)
+		return got;
+	RoceCtx *rc = to_sctx(ibcq->context)->roce;
+	if (!roce_drain(rc, true))
+		return 0;
+	return soft_context_ops().poll_cq(ibcq, n, wc);
+}
+
+static struct ibv_xrcd *roce_open_xrcd(struct ibv_context *, struct ibv_xrcd_init_attr *)
+{
+	errno = EOPNOTSUPP;
+	return nullptr;
+}
+static struct ibv_mw *roce_alloc_mw(struct ibv_pd *, enum ibv_mw_type)
+{
+	errno = EOPNOTSUPP;
+	return nullptr;
+}
+static int roce_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t) { return EOPNOTSUPP; }
+static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr *)
+{
+	errno = EOPNOTSUPP;
+	return nullptr;
+}
+
+static const struct verbs_context_ops g_roce_ops = [] {
+	struct verbs_context_ops o = {};
+	o.alloc_mw = roce_alloc_mw;
+	o.attach_mcast = roce_mcast;
+	o.create_ah = roce_create_ah;
+	o.create_qp = roce_create_qp;
+	o.create_qp_ex = roce_create_qp_ex;
+	o.destroy_qp = roce_destroy_qp;
+	o.detach_mcast = roce_mcast;
+	o.modify_qp = roce_modify_qp;
+	o.open_qp = roce_open_qp;
+	o.open_xrcd = roce_open_xrcd;
+	o.poll_cq = roce_poll_cq;
+	o.post_send = roce_post_send;
+	o.query_device_ex = roce_query_device_ex;
+	o.query_port = roce_query_port;
+	return o;
+}();
+
+const struct verbs_context_ops &roce_context_ops() { return g_roce_ops; }
+
+} // namespace ovsoft

@@ -1,0 +1,140 @@
+// openverbs RoCE v2 software device (sroce0, sroce1, ...): the soft device's
+// objects (PD, MR and key table, CQ, SRQ, AH, the QP's queues and state
+// machine: ../verbs.cpp) with a transport of its own: RoCE v2 packets
+// (wire.h) over one UDP socket bound to port 4791 on a network interface,
+// instead of copies into a peer's shared segment. src/DESIGN.md ("RoCE v2
+// software device") describes the whole design.
+//
+// Locking: RoceCtx::lock guards the transport state of every QP of the
+// context (RoceQp), the QP table and, for its QPs, the send queue ring
+// (SoftQp::sq, sq_head, sq_count): the receive thread takes it for each
+// packet, the verbs (post_send, modify_qp, destroy_qp) around their work.
+// Within it the soft device's own send-queue guard (qp_sq_lock) is taken
+// where the soft code expects it (qp_to_error).
+#pragma once
+
+#include "../soft.h"
+#include "wire.h"
+
+#include <atomic>
+#include <netinet/in.h>
+#include <pthread.h>
+
+namespace ovsoft {
+
+inline constexpr uint32_t kRoceMaxGids = 16;
+inline constexpr uint32_t kRoceMaxWindow = 256;  // packets in flight per QP, at most
+inline constexpr uint32_t kRoceAckEvery = 16;    // AckReq on every n-th packet too
+inline constexpr int kRoceBatch = 32;            // datagrams per recvmmsg
+inline constexpr size_t kRoceMaxDatagram = 8192; // larger ones are dropped
+
+struct RoceGid {
+	union ibv_gid gid;
+	bool v4; // IPv4-mapped (::ffff:a.b.c.d)
+};
+
+struct RoceCtx {
+	SoftContext *ctx;
+	char ifname[16];
+	int ifindex;
+	uint8_t mac[6];
+	uint64_t guid;            // EUI-64 of the MAC (host order)
+	uint32_t if_mtu;
+	enum ibv_mtu active_mtu;  // largest IB MTU whose packets fit if_mtu
+	bool up;                  // IFF_UP and IFF_RUNNING at open
+	RoceGid gids[kRoceMaxGids];
+	uint32_t ngids;
+	int fd = -1;              // the UDP socket (AF_INET6, dual stack, port 4791)
+	int wake_fd = -1;         // eventfd: stops the receive thread
+	pthread_t rx;
+	bool rx_started;
+	std::atomic<bool> stop;
+	uint32_t window;          // packets in flight per QP the receive buffer holds
+	// Reading the socket: one thread at a time (the receive thread, or an
+	// application thread polling a CQ: roce_drain), so that the packets of
+	// a QP are handled in the order they arrived. rx_bufs belong to the
+	// holder.
+	pthread_mutex_t rx_lock;
+	uint8_t *rx_bufs;         // kRoceBatch * kRoceMaxDatagram
+	std::atomic<uint64_t> app_poll_ns; // last time an application thread drained
+	pthread_mutex_t lock;
+	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
+	// Counters (for diagnostics and tests: roce_counters()).
+	std::atomic<uint64_t> drops[ovroce::D_COUNT];
+	std::atomic<uint64_t> rx_packets, tx_packets, tx_errors, retransmits, icrc_solved;
+};
+
+// Per work request transmission state, parallel to SoftQp::sq.
+struct RoceTx {
+	uint32_t psn;     // first PSN
+	uint32_t npkts;   // PSNs it uses (READ: the responses)
+	uint32_t sent;    // packets sent so far (READ: 0 or 1 request)
+	uint32_t len;     // message length
+	uint32_t rd_next; // READ: next response PSN expected
+	bool done;        // READ: every response placed
+	enum ibv_wc_status status; // local error found while sending
+};
+
+struct RoceQp {
+	// Addresses: ours (from the AV's sgid_index) and the peer's (dgid);
+	// for UD, per work request from the AH.
+	struct sockaddr_in6 peer;
+	uint8_t src[16];
+	bool v4;
+	uint32_t mtu;          // path MTU in bytes
+	// Requester.
+	RoceTx *tx;            // sq_depth entries
+	uint32_t snd_nxt;      // next PSN to send
+	uint32_t snd_max;      // one past the highest PSN ever sent
+	uint32_t una;          // first PSN not acknowledged
+	uint32_t next_wr;      // offset from sq_head of the first WR with unsent packets
+	uint32_t sq_psn;       // next PSN to assign
+	uint64_t deadline_ns;  // retransmission timer (0: off)
+	uint64_t rnr_until_ns; // waiting out an RNR NAK
+	int retry_left, rnr_left;
+	// Responder.
+	uint32_t epsn;         // next PSN expected
+	uint32_t msn;          // messages completed
+	bool nak_sent;         // a PSN sequence NAK is outstanding for epsn
+	// The receive message in progress (SEND First .. Last).
+	bool in_send;
+	uint64_t recv_wr_id;
+	uint32_t recv_nsge;
+	struct ibv_sge recv_sge[kMaxSge];
+	uint64_t recv_off;
+	enum ibv_wc_status recv_status;
+	bool recv_held;        // UC: kept from a dropped message for the next one
+	// The RDMA WRITE in progress (First .. Last).
+	bool in_write;
+	uint64_t write_va;
+	uint32_t write_rkey;
+	uint64_t write_left;
+	uint32_t write_total;
+};
+
+// verbs.cpp -> device.cpp
+int roce_segment_name(const SoftDevice *dev, char *buf, size_t len);
+struct verbs_device *roce_alloc_device(struct verbs_sysfs_dev *sysfs_dev);
+int roce_open(SoftContext *ctx, const SoftDevice *dev);
+void roce_close(SoftContext *ctx);
+const struct verbs_context_ops &roce_context_ops();
+int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid);
+int roce_query_gid_entry(SoftContext *ctx, uint32_t port, uint32_t index,
+			 struct ibv_gid_entry *entry);
+
+// transport.cpp
+void *roce_rx_main(void *arg);
+// Reads and handles what waits on the socket. from_app: an application
+// thread (poll_cq) that skips it when another thread is reading. Returns the
+// datagrams handled.
+int roce_drain(RoceCtx *rc, bool from_app);
+int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+// Sets up the transport state for a transition to `next` (RTR: responder,
+// RTS: requester). rc->lock held.
+void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
+// Forgets every queued request's transmission state (RESET). rc->lock held.
+void roce_qp_reset(SoftQp *qp);
+// Path MTU in bytes for the enum.
+uint32_t roce_mtu_bytes(enum ibv_mtu m);
+
+} // namespace ovsoft

@@ -1,0 +1,1291 @@
+// RoCE v2 software device: the transport. The requester cuts work requests
+// into packets of the path MTU with consecutive PSNs, keeps them until
+// acknowledged and sends them again from the oldest unacknowledged request
+// when the QP's timeout expires or the responder NAKs (go-back-N, as the
+// InfiniBand reliable connection allows: IBA 9.7). The responder accepts
+// exactly the PSN it expects, answers duplicates from its state (ACK again,
+// or serve an RDMA READ again), NAKs a gap once, and writes into registered
+// memory only after the key, range and rights checks of the shared-memory
+// device. One receive thread per context reads the socket (recvmmsg), checks
+// the ICRC, parses (wire.h) and runs both roles; post_send transmits in the
+// caller's thread.
+#include "roce.h"
+#include "../keys.h"
+#include "../log.h"
+
+#include <algorithm>
+#include <alloca.h>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+using namespace ovroce;
+
+namespace {
+
+inline int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
+inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & kPsnMask; }
+
+int32_t g_pid;
+void pid_refresh() { g_pid = getpid(); }
+__attribute__((constructor)) void pid_init()
+{
+	pid_refresh();
+	pthread_atfork(nullptr, nullptr, pid_refresh);
+}
+
+// Receive-side fault injection for tests (OPENVERBS_SOFT_ROCE_LOSS: percent
+// of arriving datagrams dropped, 0..50; ignored in setuid programs).
+double g_loss = -1;
+double loss_rate()
+{
+	if (g_loss < 0) {
+		const char *v = secure_getenv("OPENVERBS_SOFT_ROCE_LOSS");
+		double x = v ? strtod(v, nullptr) : 0;
+		g_loss = (x > 0 && x <= 50) ? x / 100.0 : 0;
+	}
+	return g_loss;
+}
+
+uint64_t timeout_ns(uint8_t t)
+{
+	if (t == 0)
+		return 0; // no timeout: never retransmitted
+	uint64_t ns = 4096ull << std::min<uint32_t>(t, 31); // 4.096 us * 2^t
+	return std::max<uint64_t>(ns, 2000000ull);
+}
+
+uint32_t packets_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) / mtu : 1; }
+
+// ------------------------------------------------------------------ memory
+
+// A region of this process on qp's device: for a gather (write false) or a
+// scatter entry (write true) of qp. Pointer to [addr, addr+len) or nullptr.
+uint8_t *local_ptr(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool write)
+{
+	Segment *seg = qp->ctx->seg;
+	KeySnap m;
+	if (!key_read(seg, lkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
+	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
+	    !key_range_ok(m, addr, len) || (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)))
+		return nullptr;
+	return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
+}
+
+// The responder's check of an R_Key for [va, va+len) and `need`
+// (IBV_ACCESS_REMOTE_*): a region of this process in the QP's PD whose and
+// whose QP's rights allow it. Pointer or nullptr.
+uint8_t *remote_ptr(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need)
+{
+	Segment *seg = qp->ctx->seg;
+	KeySnap m;
+	if (!key_read(seg, rkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
+	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
+	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len))
+		return nullptr;
+	return reinterpret_cast<uint8_t *>(m.addr + (va - m.iova));
+}
+
+// Copies between buf and bytes [off, off+len) of an SGE list (to_sge: into
+// the list). False on a protection error or when the list is too short.
+bool sge_copy(SoftQp *qp, const struct ibv_sge *sge, uint32_t nsge, uint64_t off, uint8_t *buf,
+	      uint32_t len, bool to_sge)
+{
+	for (uint32_t i = 0; i < nsge && len; i++) {
+		uint64_t l = sge[i].length;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		uint32_t take = uint32_t(std::min<uint64_t>(l - off, len));
+		uint8_t *p = local_ptr(qp, sge[i].lkey, sge[i].addr + off, take, to_sge);
+		if (!p)
+			return false;
+		if (to_sge)
+			memcpy(p, buf, take);
+		else
+			memcpy(buf, p, take);
+		buf += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
+}
+
+uint64_t sge_total(const SoftWr &w)
+{
+	if (w.inline_len)
+		return w.inline_len;
+	uint64_t t = 0;
+	for (uint32_t i = 0; i < w.num_sge; i++)
+		t += w.sge[i].length;
+	return t;
+}
+
+// Gathers [off, off+len) of a send request's data.
+bool gather(SoftQp *qp, const SoftWr &w, uint64_t off, uint8_t *buf, uint32_t len)
+{
+	if (w.inline_len) {
+		if (off + len > w.inline_len)
+			return false;
+		memcpy(buf, w.inline_data + off, len);
+		return true;
+	}
+	return sge_copy(qp, w.sge, w.num_sge, off, buf, len, false);
+}
+
+// ------------------------------------------------------------------ transmit
+
+void to_sockaddr(RoceCtx *rc, const union ibv_gid &gid, struct sockaddr_in6 *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin6_family = AF_INET6;
+	a->sin6_port = htons(kRoceV2Port);
+	memcpy(&a->sin6_addr, gid.raw, 16);
+	if (gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80)
+		a->sin6_scope_id = uint32_t(rc->ifindex);
+}
+
+bool is_v4_mapped(const uint8_t *a)
+{
+	static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	return memcmp(a, pre, 12) == 0;
+}
+
+// Sends one packet: the headers of k, `len` bytes of payload already at
+// buf + headers. buf must hold kMaxHeaderBytes + payload + 8.
+void xmit_buf(RoceCtx *rc, const uint8_t src[16], const struct sockaddr_in6 &to, Packet &k,
+	      uint8_t *buf, uint32_t len)
+{
+	uint8_t hdr[kMaxHeaderBytes];
+	k.bth.pad = (k.flags & F_PAYLOAD) ? pad_for(len) : 0;
+	k.bth.mig = true;
+	size_t h = encode_headers(k, hdr);
+	// The payload was gathered at buf + kMaxHeaderBytes: put the headers
+	// right before it.
+	uint8_t *p = buf + kMaxHeaderBytes - h;
+	memcpy(p, hdr, h);
+	size_t n = h + len;
+	memset(p + n, 0, k.bth.pad);
+	n += k.bth.pad;
+	IpMeta ip;
+	bool v4 = is_v4_mapped(src);
+	ip.v6 = !v4;
+	memcpy(ip.src, v4 ? src + 12 : src, v4 ? 4 : 16);
+	const uint8_t *d = reinterpret_cast<const uint8_t *>(&to.sin6_addr);
+	memcpy(ip.dst, v4 ? d + 12 : d, v4 ? 4 : 16);
+	ip.sport = kRoceV2Port;
+	ip.dport = ntohs(to.sin6_port);
+	icrc_write(p + n, icrc_compute(ip, p, n));
+	n += kIcrcBytes;
+
+	struct iovec iov = {p, n};
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		struct cmsghdr align;
+	} cm = {};
+	struct msghdr msg = {};
+	msg.msg_name = const_cast<struct sockaddr_in6 *>(&to);
+	msg.msg_namelen = sizeof(to);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cm.buf;
+	msg.msg_controllen = sizeof(cm.buf);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = IPPROTO_IPV6;
+	c->cmsg_type = IPV6_PKTINFO;
+	c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
+	struct in6_pktinfo pi = {};
+	memcpy(&pi.ipi6_addr, src, 16);
+	pi.ipi6_ifindex = unsigned(rc->ifindex);
+	memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	for (int tries = 0; tries < 50; tries++) {
+		if (sendmsg(rc->fd, &msg, MSG_DONTWAIT) == ssize_t(n)) {
+			rc->tx_packets++;
+			return;
+		}
+		if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+			break;
+		struct pollfd pf = {rc->fd, POLLOUT, 0};
+		poll(&pf, 1, 1);
+	}
+	// Lost like a packet on the wire: RC retransmits it.
+	if (rc->tx_errors++ < 5)
+		softlog(2, "%s: send to port %u failed: %s", rc->ifname, ntohs(to.sin6_port),
+			strerror(errno));
+}
+
+struct PacketBuf {
+	alignas(8) uint8_t b[kMaxHeaderBytes + 4096 + 16];
+	uint8_t *payload() { return b + kMaxHeaderBytes; }
+};
+
+void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome)
+{
+	RoceQp *r = qp->roce;
+	Packet k;
+	k.bth.opcode = kRC | opcode_op;
+	k.flags = opcode_flags(k.bth.opcode);
+	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.bth.psn = psn;
+	k.syndrome = syndrome;
+	k.msn = r->msn;
+	PacketBuf pb;
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+}
+
+void send_ack(SoftQp *qp) { send_aeth(qp, kAck, psn_add(qp->roce->epsn, kPsnMask), kAethNoCredit); }
+
+// ------------------------------------------------------------------ completions
+
+enum ibv_wc_opcode wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+{
+	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
+		return;
+	struct ibv_wc wc = {};
+	wc.wr_id = w.wr_id;
+	wc.status = st;
+	wc.opcode = wc_opcode(w.opcode);
+	wc.qp_num = qp->qpn;
+	wc.byte_len = len;
+	cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+}
+
+// The QP enters the error state: queued requests and receives are flushed
+// (the soft device's qp_to_error), the transport forgets what was in flight.
+void qp_error(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	if ((r->in_send || r->recv_held) && qp->rcq) {
+		// The receive request of the message in progress is flushed too.
+		struct ibv_wc wc = {};
+		wc.wr_id = r->recv_wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = qp->qpn;
+		cq_push(qp->ctx->seg, qp->rcq->slot, wc, false);
+		r->recv_held = false;
+	}
+	qp_sq_lock(qp);
+	qp_to_error(qp, false);
+	qp_sq_unlock(qp);
+	r->next_wr = 0;
+	r->deadline_ns = 0;
+	r->rnr_until_ns = 0;
+	r->in_send = r->in_write = false;
+}
+
+void pop_head(SoftQp *qp)
+{
+	qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
+	sq_set_pending(qp, qp->sq_count - 1);
+	if (qp->roce->next_wr)
+		qp->roce->next_wr--;
+}
+
+// Completes, in order, the requests at the head that are finished.
+void complete_ready(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	while (qp->sq_count) {
+		uint32_t h = qp->sq_head;
+		SoftWr &w = qp->sq[h];
+		RoceTx &t = r->tx[h];
+		if (t.status != IBV_WC_SUCCESS) {
+			complete_send(qp, w, t.status, 0);
+			pop_head(qp);
+			qp_error(qp);
+			return;
+		}
+		if (qp->type == IBV_QPT_UC) {
+			if (t.sent < t.npkts)
+				return;
+		} else if (w.opcode == IBV_WR_RDMA_READ) {
+			if (!t.done)
+				return;
+		} else if (psn_diff(r->una, psn_add(t.psn, t.npkts)) < 0) {
+			return;
+		}
+		complete_send(qp, w, IBV_WC_SUCCESS, w.opcode == IBV_WR_RDMA_READ ? t.len : 0);
+		pop_head(qp);
+	}
+	r->deadline_ns = 0;
+}
+
+bool fully_sent(const SoftWr &w, const RoceTx &t)
+{
+	return w.opcode == IBV_WR_RDMA_READ ? t.sent >= 1 : t.sent >= t.npkts;
+}
+
+// Sends the next packet of request w (its packet number t.sent).
+void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
+{
+	RoceQp *r = qp->roce;
+	RoceCtx *rc = qp->ctx->roce;
+	uint8_t tr = qp->type == IBV_QPT_UC ? kUC : kRC;
+	Packet k;
+	k.bth.dqpn = qp->attr.dest_qp_num;
+	PacketBuf pb;
+	uint32_t plen = 0;
+	if (w.opcode == IBV_WR_RDMA_READ) {
+		k.bth.opcode = tr | kReadRequest;
+		k.bth.psn = t.psn;
+		k.bth.ack_req = true;
+		k.reth = {w.remote_addr, w.rkey, t.len};
+		t.sent = 1;
+		t.rd_next = t.psn;
+		r->snd_nxt = psn_add(t.psn, t.npkts);
+		if (psn_diff(r->snd_nxt, r->snd_max) > 0)
+			r->snd_max = r->snd_nxt;
+	} else {
+		uint32_t i = t.sent;
+		bool first = i == 0, last = i + 1 == t.npkts;
+		uint64_t off = uint64_t(i) * r->mtu;
+		plen = uint32_t(std::min<uint64_t>(r->mtu, t.len - off));
+		if (plen && !gather(qp, w, off, pb.payload(), plen)) {
+			t.status = IBV_WC_LOC_PROT_ERR;
+			return;
+		}
+		bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		uint8_t op;
+		if (first && last)
+			op = write ? (imm ? kWriteOnlyImm : kWriteOnly) : (imm ? kSendOnlyImm : kSendOnly);
+		else if (first)
+			op = write ? kWriteFirst : kSendFirst;
+		else if (last)
+			op = write ? (imm ? kWriteLastImm : kWriteLast) : (imm ? kSendLastImm : kSendLast);
+		else
+			op = write ? kWriteMiddle : kSendMiddle;
+		k.bth.opcode = tr | op;
+		k.bth.psn = psn_add(t.psn, i);
+		k.bth.se = last && (w.send_flags & IBV_SEND_SOLICITED);
+		k.bth.ack_req = qp->type == IBV_QPT_RC && (last || (i + 1) % kRoceAckEvery == 0);
+		if (write && first)
+			k.reth = {w.remote_addr, w.rkey, t.len};
+		if (imm && last)
+			k.imm = be32toh(w.imm);
+		t.sent++;
+		r->snd_nxt = psn_add(k.bth.psn, 1);
+		if (psn_diff(r->snd_nxt, r->snd_max) > 0)
+			r->snd_max = r->snd_nxt;
+	}
+	k.flags = opcode_flags(k.bth.opcode);
+	xmit_buf(rc, r->src, r->peer, k, pb.b, plen);
+}
+
+// Sends what the window allows, in order.
+void pump(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+	if (st != IBV_QPS_RTS)
+		return;
+	if (r->rnr_until_ns && now_ns() < r->rnr_until_ns)
+		return;
+	r->rnr_until_ns = 0;
+	bool sent = false;
+	while (r->next_wr < qp->sq_count) {
+		if (qp->type == IBV_QPT_RC && psn_diff(r->snd_nxt, r->una) >= int32_t(qp->ctx->roce->window))
+			break;
+		uint32_t idx = (qp->sq_head + r->next_wr) % qp->sq_depth;
+		SoftWr &w = qp->sq[idx];
+		RoceTx &t = r->tx[idx];
+		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t) ||
+		    (w.opcode == IBV_WR_RDMA_READ && t.done)) {
+			r->next_wr++;
+			continue;
+		}
+		send_next_packet(qp, w, t);
+		sent = true;
+		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t))
+			r->next_wr++;
+	}
+	if (sent && qp->type == IBV_QPT_RC && !r->deadline_ns) {
+		uint64_t to = timeout_ns(qp->attr.timeout);
+		r->deadline_ns = to ? now_ns() + to : 0;
+	}
+	complete_ready(qp);
+}
+
+// Sends again from PSN `psn` (inside the request at offset k from the head,
+// or from the head when no request holds it).
+void rewind_to(SoftQp *qp, uint32_t psn)
+{
+	RoceQp *r = qp->roce;
+	uint32_t n = qp->sq_count;
+	uint32_t from = 0;
+	bool found = false;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t idx = (qp->sq_head + k) % qp->sq_depth;
+		RoceTx &t = r->tx[idx];
+		if (psn_diff(psn, t.psn) >= 0 && psn_diff(psn, psn_add(t.psn, t.npkts)) < 0) {
+			from = k;
+			found = true;
+			break;
+		}
+	}
+	for (uint32_t k = from; k < n; k++) {
+		uint32_t idx = (qp->sq_head + k) % qp->sq_depth;
+		SoftWr &w = qp->sq[idx];
+		RoceTx &t = r->tx[idx];
+		if (w.opcode == IBV_WR_RDMA_READ) {
+			if (!t.done)
+				t.sent = 0;
+		} else if (k == from && found) {
+			t.sent = uint32_t(psn_diff(psn, t.psn));
+		} else {
+			t.sent = 0;
+		}
+	}
+	r->next_wr = from;
+	if (n) {
+		uint32_t idx = (qp->sq_head + from) % qp->sq_depth;
+		r->snd_nxt = found ? psn : r->tx[idx].psn;
+	}
+	r->deadline_ns = 0;
+}
+
+void retry_exceeded(SoftQp *qp, enum ibv_wc_status st)
+{
+	if (qp->sq_count)
+		qp->roce->tx[qp->sq_head].status = st;
+	complete_ready(qp);
+}
+
+// ------------------------------------------------------------------ requester: responses
+
+void on_response(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	uint32_t psn = k.bth.psn;
+	// Nothing answers what was never sent.
+	if (psn_diff(psn, r->snd_max) >= 0)
+		return;
+	auto progress = [&]() {
+		r->retry_left = qp->attr.retry_cnt;
+		uint64_t to = timeout_ns(qp->attr.timeout);
+		r->deadline_ns = to ? now_ns() + to : 0;
+	};
+	if (k.flags & F_READ_RESP) {
+		for (uint32_t i = 0; i < qp->sq_count; i++) {
+			uint32_t idx = (qp->sq_head + i) % qp->sq_depth;
+			SoftWr &w = qp->sq[idx];
+			RoceTx &t = r->tx[idx];
+			if (psn_diff(psn, t.psn) < 0 || psn_diff(psn, psn_add(t.psn, t.npkts)) >= 0)
+				continue;
+			if (w.opcode != IBV_WR_RDMA_READ || t.done || psn != t.rd_next)
+				return; // out of order or a duplicate: the timer recovers
+			uint32_t j = uint32_t(psn_diff(psn, t.psn));
+			bool last = j + 1 == t.npkts;
+			uint64_t off = uint64_t(j) * r->mtu;
+			uint32_t want = uint32_t(std::min<uint64_t>(r->mtu, t.len - off));
+			bool first_ok = (j == 0) == bool(k.flags & F_FIRST);
+			bool last_ok = last == bool(k.flags & F_LAST);
+			if (k.payload_len != want || !first_ok || !last_ok)
+				return; // malformed: dropped, the timer recovers
+			if (psn_diff(t.psn, r->una) > 0)
+				r->una = t.psn; // responses imply the earlier requests were done
+			if (want && !sge_copy(qp, w.sge, w.num_sge, off, const_cast<uint8_t *>(k.payload),
+					      want, true)) {
+				t.status = IBV_WC_LOC_PROT_ERR;
+				t.done = true;
+			}
+			t.rd_next = psn_add(psn, 1);
+			if (last) {
+				t.done = true;
+				if (psn_diff(t.rd_next, r->una) > 0)
+					r->una = t.rd_next;
+			}
+			progress();
+			complete_ready(qp);
+			pump(qp);
+			return;
+		}
+		return;
+	}
+	if (!(k.flags & F_AETH) || (k.flags & F_ATOMIC_ACK))
+		return; // atomics are not sent by this device yet
+	uint8_t kind = k.syndrome & 0x60;
+	if (kind == kAethAck) {
+		uint32_t next = psn_add(psn, 1);
+		if (psn_diff(next, r->una) > 0) {
+			r->una = next;
+			progress();
+		}
+		complete_ready(qp);
+		pump(qp);
+		return;
+	}
+	// RNR NAK and NAK name the PSN that was refused: everything before it
+	// was done.
+	if (psn_diff(psn, r->una) > 0)
+		r->una = psn;
+	complete_ready(qp);
+	if (!qp->sq_count)
+		return;
+	if (kind == kAethRnr) {
+		if (r->rnr_left == 0)
+			return retry_exceeded(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+		if (r->rnr_left != 7)
+			r->rnr_left--;
+		rewind_to(qp, psn);
+		r->rnr_until_ns = now_ns() + uint64_t(kRnrTimer10us[k.syndrome & 31]) * 10000ull;
+		qp->ctx->roce->retransmits++;
+		return;
+	}
+	if (kind == kAethNak) {
+		switch (k.syndrome & 0x1f) {
+		case kNakPsnSeq:
+			rewind_to(qp, psn);
+			qp->ctx->roce->retransmits++;
+			pump(qp);
+			return;
+		case kNakInvalidRequest:
+			return retry_exceeded(qp, IBV_WC_REM_INV_REQ_ERR);
+		case kNakRemoteAccess:
+			return retry_exceeded(qp, IBV_WC_REM_ACCESS_ERR);
+		case kNakRemoteOp:
+			return retry_exceeded(qp, IBV_WC_REM_OP_ERR);
+		case kNakInvalidRdRequest:
+			return retry_exceeded(qp, IBV_WC_REM_INV_RD_REQ_ERR);
+		default:
+			return;
+		}
+	}
+}
+
+// ------------------------------------------------------------------ responder
+
+RingHeader *recv_ring(SoftQp *qp) { return qp->srq ? qp->srq->ring : qp->rq; }
+
+// Takes the next receive request into r->recv_*. False when none is posted.
+bool take_recv(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	RingHeader *ring = recv_ring(qp);
+	if (!ring)
+		return false;
+	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	if (!ring_pop(ring, buf, sizeof(buf)))
+		return false;
+	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
+	uint32_t n = wqe->num_sge;
+	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
+	if (n > fit || n > kMaxSge)
+		n = 0;
+	r->recv_wr_id = wqe->wr_id;
+	r->recv_nsge = n;
+	memcpy(r->recv_sge, wqe->sge, n * sizeof(struct ibv_sge));
+	r->recv_off = 0;
+	r->recv_status = IBV_WC_SUCCESS;
+	return true;
+}
+
+// The receive request for a new message: the one kept from a message UC
+// dropped, else the next posted one.
+bool next_recv(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	if (r->recv_held) {
+		r->recv_held = false;
+		r->recv_off = 0;
+		r->recv_status = IBV_WC_SUCCESS;
+		return true;
+	}
+	return take_recv(qp);
+}
+
+bool have_recv(SoftQp *qp)
+{
+	RingHeader *ring = recv_ring(qp);
+	return qp->roce->recv_held || (ring && ring_count(ring));
+}
+
+uint64_t recv_capacity(const RoceQp *r)
+{
+	uint64_t c = 0;
+	for (uint32_t i = 0; i < r->recv_nsge; i++)
+		c += r->recv_sge[i].length;
+	return c;
+}
+
+void recv_place(SoftQp *qp, const uint8_t *data, uint32_t len)
+{
+	RoceQp *r = qp->roce;
+	if (r->recv_status == IBV_WC_SUCCESS && len) {
+		if (r->recv_off + len > recv_capacity(r))
+			r->recv_status = IBV_WC_LOC_LEN_ERR;
+		else if (!sge_copy(qp, r->recv_sge, r->recv_nsge, r->recv_off, const_cast<uint8_t *>(data),
+				   len, true))
+			r->recv_status = IBV_WC_LOC_PROT_ERR;
+	}
+	r->recv_off += len;
+}
+
+void recv_complete(SoftQp *qp, enum ibv_wc_opcode op, uint32_t byte_len, const Packet &k,
+		   uint32_t src_qp, uint32_t extra_flags)
+{
+	RoceQp *r = qp->roce;
+	struct ibv_wc wc = {};
+	wc.wr_id = r->recv_wr_id;
+	wc.status = r->recv_status;
+	wc.opcode = op;
+	wc.byte_len = r->recv_status == IBV_WC_SUCCESS ? byte_len : 0;
+	wc.qp_num = qp->qpn;
+	wc.src_qp = src_qp;
+	wc.wc_flags = extra_flags;
+	if (k.flags & F_IMM) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = htobe32(k.imm);
+	}
+	cq_push(qp->ctx->seg, qp->rcq->slot, wc, k.bth.se);
+}
+
+// Serves an RDMA READ request (first time or again): the responses carry
+// the request's PSNs. False when the key does not allow it.
+bool serve_read(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	RoceCtx *rc = qp->ctx->roce;
+	uint32_t len = k.reth.len;
+	if (len && !remote_ptr(qp, k.reth.rkey, k.reth.va, len, IBV_ACCESS_REMOTE_READ))
+		return false;
+	uint32_t n = packets_for(len, r->mtu);
+	PacketBuf pb;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = uint64_t(i) * r->mtu;
+		uint32_t plen = uint32_t(std::min<uint64_t>(r->mtu, len - off));
+		// Checked again for every packet: the region may change meanwhile.
+		uint8_t *p = plen ? remote_ptr(qp, k.reth.rkey, k.reth.va + off, plen,
+					       IBV_ACCESS_REMOTE_READ)
+				  : nullptr;
+		if (plen && !p)
+			return false;
+		if (plen)
+			memcpy(pb.payload(), p, plen);
+		Packet o;
+		bool first = i == 0, last = i + 1 == n;
+		o.bth.opcode = kRC | (first && last ? kReadRespOnly
+					: first	    ? kReadRespFirst
+					: last	    ? kReadRespLast
+						    : kReadRespMiddle);
+		o.flags = opcode_flags(o.bth.opcode);
+		o.bth.dqpn = qp->attr.dest_qp_num;
+		o.bth.psn = psn_add(k.bth.psn, i);
+		o.syndrome = kAethNoCredit;
+		o.msn = r->msn;
+		xmit_buf(rc, r->src, r->peer, o, pb.b, plen);
+	}
+	return true;
+}
+
+enum Verdict { V_DONE, V_RNR, V_NAK_INV, V_NAK_ACCESS, V_NAK_OP, V_DROP };
+
+// Runs an in-sequence request packet.
+Verdict execute(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	uint32_t f = k.flags;
+	bool first = f & F_FIRST, last = f & F_LAST;
+	uint32_t len = k.payload_len;
+	if ((f & F_PAYLOAD) && (len > r->mtu || (!last && len != r->mtu)))
+		return V_NAK_INV;
+	if (f & F_SEND) {
+		if (f & F_IETH)
+			return V_NAK_INV; // invalidation needs memory windows: not yet
+		if (first) {
+			if (r->in_send || r->in_write)
+				return V_NAK_INV;
+			if (!next_recv(qp))
+				return V_RNR;
+			r->in_send = true;
+		} else if (!r->in_send) {
+			return V_NAK_INV;
+		}
+		recv_place(qp, k.payload, len);
+		if (last) {
+			r->in_send = false;
+			r->msn = psn_add(r->msn, 1);
+			enum ibv_wc_status st = r->recv_status;
+			recv_complete(qp, IBV_WC_RECV, uint32_t(r->recv_off), k, qp->attr.dest_qp_num, 0);
+			if (st == IBV_WC_LOC_LEN_ERR)
+				return V_NAK_INV;
+			if (st != IBV_WC_SUCCESS)
+				return V_NAK_OP;
+		}
+		return V_DONE;
+	}
+	if (f & F_WRITE) {
+		if (first) {
+			if (r->in_send || r->in_write)
+				return V_NAK_INV;
+			if (k.reth.len && !remote_ptr(qp, k.reth.rkey, k.reth.va, k.reth.len,
+						      IBV_ACCESS_REMOTE_WRITE))
+				return V_NAK_ACCESS;
+			if (last && (f & F_IMM) && !have_recv(qp))
+				return V_RNR;
+			r->in_write = true;
+			r->write_va = k.reth.va;
+			r->write_rkey = k.reth.rkey;
+			r->write_left = k.reth.len;
+			r->write_total = k.reth.len;
+		} else if (!r->in_write) {
+			return V_NAK_INV;
+		}
+		if (len > r->write_left || (last && len != r->write_left))
+			return V_NAK_INV;
+		if (last && (f & F_IMM) && !first && !have_recv(qp))
+			return V_RNR;
+		if (len) {
+			uint8_t *p = remote_ptr(qp, r->write_rkey, r->write_va, len, IBV_ACCESS_REMOTE_WRITE);
+			if (!p)
+				return V_NAK_ACCESS;
+			memcpy(p, k.payload, len);
+		}
+		r->write_va += len;
+		r->write_left -= len;
+		if (last) {
+			r->in_write = false;
+			r->msn = psn_add(r->msn, 1);
+			if (f & F_IMM) {
+				if (!next_recv(qp))
+					return V_RNR; // checked above: not reached
+				recv_complete(qp, IBV_WC_RECV_RDMA_WITH_IMM, r->write_total, k,
+					      qp->attr.dest_qp_num, 0);
+			}
+		}
+		return V_DONE;
+	}
+	if (f & F_READ_REQ) {
+		if (r->in_send || r->in_write)
+			return V_NAK_INV;
+		r->msn = psn_add(r->msn, 1);
+		if (!serve_read(qp, k)) {
+			r->msn = psn_add(r->msn, kPsnMask);
+			return V_NAK_ACCESS;
+		}
+		return V_DONE;
+	}
+	return V_NAK_INV; // atomics: not carried yet
+}
+
+void on_request_rc(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	int32_t d = psn_diff(k.bth.psn, r->epsn);
+	if (d > 0) {
+		// A gap: NAK once, drop until the expected PSN comes.
+		if (!r->nak_sent) {
+			send_aeth(qp, kAck, r->epsn, kAethNak | kNakPsnSeq);
+			r->nak_sent = true;
+		}
+		return;
+	}
+	if (d < 0) {
+		// A duplicate: done already. READs are served again; the rest
+		// are acknowledged again (the ACK was lost).
+		if (k.flags & F_READ_REQ)
+			serve_read(qp, k);
+		else
+			send_ack(qp);
+		return;
+	}
+	r->nak_sent = false;
+	Verdict v = execute(qp, k);
+	switch (v) {
+	case V_DONE:
+		if (k.flags & F_READ_REQ)
+			r->epsn = psn_add(r->epsn, packets_for(k.reth.len, r->mtu));
+		else
+			r->epsn = psn_add(r->epsn, 1);
+		if (k.bth.ack_req && !(k.flags & F_READ_REQ))
+			send_ack(qp);
+		return;
+	case V_RNR:
+		send_aeth(qp, kAck, k.bth.psn, kAethRnr | (qp->attr.min_rnr_timer & 31));
+		return;
+	case V_DROP:
+		return;
+	case V_NAK_INV:
+	case V_NAK_ACCESS:
+	case V_NAK_OP: {
+		uint8_t code = v == V_NAK_INV ? kNakInvalidRequest
+			       : v == V_NAK_ACCESS ? kNakRemoteAccess
+						   : kNakRemoteOp;
+		send_aeth(qp, kAck, k.bth.psn, kAethNak | code);
+		qp_error(qp);
+		return;
+	}
+	}
+}
+
+void on_request_uc(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	if (k.bth.psn != r->epsn) {
+		// Lost packets: the message in progress is dropped (its receive
+		// request is used by the next message), start over at a first.
+		r->in_write = false;
+		if (r->in_send) {
+			r->in_send = false;
+			r->recv_held = true; // used by the next message
+		}
+		if (!(k.flags & F_FIRST)) {
+			r->epsn = psn_add(k.bth.psn, 1);
+			return;
+		}
+		r->epsn = k.bth.psn;
+	}
+	r->epsn = psn_add(r->epsn, 1);
+	Verdict v = execute(qp, k);
+	if (v != V_DONE) {
+		// UC has no NAK: the message is dropped.
+		if (r->in_send)
+			r->recv_held = true;
+		r->in_send = r->in_write = false;
+	}
+}
+
+void write_grh(uint8_t grh[40], const IpMeta &ip, uint32_t udp_payload)
+{
+	memset(grh, 0, 40);
+	if (ip.v6) {
+		grh[0] = 0x60;
+		grh[4] = uint8_t((udp_payload + 8) >> 8);
+		grh[5] = uint8_t(udp_payload + 8);
+		grh[6] = 17;
+		grh[7] = 64;
+		memcpy(grh + 8, ip.src, 16);
+		memcpy(grh + 24, ip.dst, 16);
+	} else {
+		uint8_t *h = grh + 20; // IPv4 header in the last 20 bytes
+		uint32_t tot = 20 + 8 + udp_payload;
+		h[0] = 0x45;
+		h[2] = uint8_t(tot >> 8);
+		h[3] = uint8_t(tot);
+		h[6] = 0x40;
+		h[8] = 64;
+		h[9] = 17;
+		memcpy(h + 12, ip.src, 4);
+		memcpy(h + 16, ip.dst, 4);
+		uint32_t sum = 0;
+		for (int i = 0; i < 20; i += 2)
+			sum += uint32_t(h[i] << 8 | h[i + 1]);
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		h[10] = uint8_t(~sum >> 8);
+		h[11] = uint8_t(~sum);
+	}
+}
+
+void on_ud(RoceCtx *rc, SoftQp *qp, const Packet &k, const IpMeta &ip, size_t datagram)
+{
+	if (k.deth.qkey != qp->attr.qkey) {
+		rc->drops[D_QKEY]++;
+		return;
+	}
+	if (!take_recv(qp)) {
+		rc->drops[D_STATE]++; // no receive posted: UD drops it
+		return;
+	}
+	RoceQp *r = qp->roce;
+	uint8_t grh[40];
+	write_grh(grh, ip, uint32_t(datagram));
+	recv_place(qp, grh, 40);
+	recv_place(qp, k.payload, k.payload_len);
+	recv_complete(qp, IBV_WC_RECV, 40 + k.payload_len, k, k.deth.src_qpn, IBV_WC_GRH);
+	(void)r;
+}
+
+// ------------------------------------------------------------------ receive
+
+void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
+{
+	rc->rx_packets++;
+	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		rc->drops[D_LENGTH]++;
+		return;
+	}
+	double loss = loss_rate();
+	if (loss > 0 && drand48() < loss) {
+		rc->drops[D_FILTERED]++;
+		return;
+	}
+	auto *from = static_cast<const struct sockaddr_in6 *>(msg.msg_name);
+	const uint8_t *s = reinterpret_cast<const uint8_t *>(&from->sin6_addr);
+	uint8_t dst[16] = {};
+	int ifindex = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(const_cast<struct msghdr *>(&msg)); c;
+	     c = CMSG_NXTHDR(const_cast<struct msghdr *>(&msg), c)) {
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(dst, &pi.ipi6_addr, 16);
+			ifindex = int(pi.ipi6_ifindex);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			dst[10] = dst[11] = 0xff;
+			memcpy(dst + 12, &pi.ipi_addr, 4);
+			ifindex = pi.ipi_ifindex;
+		}
+	}
+	if (ifindex != rc->ifindex) {
+		rc->drops[D_SOURCE]++;
+		return;
+	}
+	IpMeta ip;
+	bool v4 = is_v4_mapped(s);
+	ip.v6 = !v4;
+	memcpy(ip.src, v4 ? s + 12 : s, v4 ? 4 : 16);
+	memcpy(ip.dst, v4 ? dst + 12 : dst, v4 ? 4 : 16);
+	ip.sport = ntohs(from->sin6_port);
+	ip.dport = kRoceV2Port;
+	bool solved = false;
+	if (!icrc_check(ip, p, n, &solved)) {
+		rc->drops[D_ICRC]++;
+		return;
+	}
+	if (solved)
+		rc->icrc_solved++;
+	Packet k;
+	Drop d = decode(p, n, &k);
+	if (d != D_OK) {
+		rc->drops[d]++;
+		return;
+	}
+	uint32_t qpn = k.bth.dqpn;
+	uint32_t slot = qpn - kQpnBase;
+	pthread_mutex_lock(&rc->lock);
+	SoftQp *qp = qpn >= kQpnBase && slot < kMaxQps ? rc->by_slot[slot] : nullptr;
+	uint8_t tr = k.bth.opcode & 0xe0;
+	uint8_t want = !qp ? 0xff
+		       : qp->type == IBV_QPT_RC ? kRC
+		       : qp->type == IBV_QPT_UC ? kUC
+		       : qp->type == IBV_QPT_UD ? kUD
+						: 0xff;
+	if (!qp || tr != want) {
+		rc->drops[D_QPN]++;
+	} else {
+		uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+		bool req = k.flags & F_REQUEST;
+		bool ok = req ? (st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD)
+			      : (st == IBV_QPS_RTS || st == IBV_QPS_SQD);
+		RoceQp *r = qp->roce;
+		if (!ok) {
+			rc->drops[D_STATE]++;
+		} else if (qp->type == IBV_QPT_UD) {
+			on_ud(rc, qp, k, ip, n);
+		} else if (memcmp(&r->peer.sin6_addr, s, 16) != 0) {
+			rc->drops[D_SOURCE]++;
+		} else if (req) {
+			if (qp->type == IBV_QPT_RC)
+				on_request_rc(qp, k);
+			else
+				on_request_uc(qp, k);
+		} else if (qp->type == IBV_QPT_RC) {
+			on_response(qp, k);
+		} else {
+			rc->drops[D_OPCODE]++;
+		}
+	}
+	pthread_mutex_unlock(&rc->lock);
+}
+
+// Retransmission and RNR timers of every QP. Returns the next due time (0: none).
+uint64_t run_timers(RoceCtx *rc)
+{
+	uint64_t now = now_ns(), next = 0;
+	pthread_mutex_lock(&rc->lock);
+	for (uint32_t s = 0; s < kMaxQps; s++) {
+		SoftQp *qp = rc->by_slot[s];
+		if (!qp || qp->type != IBV_QPT_RC || !qp->sq_count)
+			continue;
+		RoceQp *r = qp->roce;
+		if (r->rnr_until_ns && now >= r->rnr_until_ns)
+			pump(qp);
+		if (r->deadline_ns && now >= r->deadline_ns &&
+		    qp->entry->state.load(std::memory_order_acquire) == IBV_QPS_RTS) {
+			if (r->retry_left <= 0) {
+				retry_exceeded(qp, IBV_WC_RETRY_EXC_ERR);
+				continue;
+			}
+			r->retry_left--;
+			rc->retransmits++;
+			rewind_to(qp, r->una);
+			pump(qp);
+		}
+		for (uint64_t t : {r->rnr_until_ns, r->deadline_ns})
+			if (t && (!next || t < next))
+				next = t;
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return next;
+}
+
+} // namespace
+
+int roce_drain(RoceCtx *rc, bool from_app)
+{
+	if (from_app) {
+		if (pthread_mutex_trylock(&rc->rx_lock) != 0)
+			return 0;
+		rc->app_poll_ns.store(now_ns(), std::memory_order_relaxed);
+	} else {
+		pthread_mutex_lock(&rc->rx_lock);
+	}
+	struct mmsghdr msgs[kRoceBatch];
+	struct iovec iovs[kRoceBatch];
+	struct sockaddr_in6 names[kRoceBatch];
+	union Ctl {
+		char b[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctls[kRoceBatch];
+	int total = 0;
+	for (int rounds = 0; rounds < 8; rounds++) {
+		for (int i = 0; i < kRoceBatch; i++) {
+			iovs[i] = {rc->rx_bufs + size_t(i) * kRoceMaxDatagram, kRoceMaxDatagram};
+			msgs[i].msg_hdr = {};
+			msgs[i].msg_hdr.msg_name = &names[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
+			msgs[i].msg_hdr.msg_iov = &iovs[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+			msgs[i].msg_hdr.msg_control = ctls[i].b;
+			msgs[i].msg_hdr.msg_controllen = sizeof(ctls[i].b);
+		}
+		int got = recvmmsg(rc->fd, msgs, kRoceBatch, MSG_DONTWAIT, nullptr);
+		if (got <= 0)
+			break;
+		for (int i = 0; i < got; i++)
+			handle(rc, static_cast<uint8_t *>(iovs[i].iov_base), msgs[i].msg_len,
+			       msgs[i].msg_hdr);
+		total += got;
+		if (got < kRoceBatch)
+			break;
+	}
+	pthread_mutex_unlock(&rc->rx_lock);
+	return total;
+}
+
+void *roce_rx_main(void *arg)
+{
+	auto *rc = static_cast<RoceCtx *>(arg);
+	while (!rc->stop.load()) {
+		uint64_t now = now_ns();
+		uint64_t next = run_timers(rc);
+		int wait_ms = 50;
+		if (next)
+			wait_ms = next <= now ? 0 : int(std::min<uint64_t>((next - now) / 1000000 + 1, 50));
+		// While the application polls its CQs it reads the socket itself
+		// (roce_drain from poll_cq): this thread then only keeps the
+		// timers, and waits for the socket again once polling stops.
+		bool app_polls = now - rc->app_poll_ns.load(std::memory_order_relaxed) < 2000000ull;
+		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
+		int pr = poll(pf, app_polls ? 1 : 2, app_polls ? std::min(wait_ms, 1) : wait_ms);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents)
+			break;
+		if (!app_polls && (pf[1].revents & POLLIN))
+			roce_drain(rc, false);
+	}
+	return nullptr;
+}
+
+// ------------------------------------------------------------------ post_send
+
+static int ud_send(SoftQp *qp, SoftWr &w)
+{
+	RoceCtx *rc = qp->ctx->roce;
+	const struct ibv_ah_attr &ah = w.ah;
+	if (!ah.is_global || ah.grh.sgid_index >= rc->ngids)
+		return EINVAL;
+	uint64_t len = sge_total(w);
+	uint32_t mtu = roce_mtu_bytes(rc->active_mtu);
+	PacketBuf pb;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	if (len > mtu)
+		st = IBV_WC_LOC_LEN_ERR;
+	else if (len && !gather(qp, w, 0, pb.payload(), uint32_t(len)))
+		st = IBV_WC_LOC_PROT_ERR;
+	if (st == IBV_WC_SUCCESS) {
+		Packet k;
+		k.bth.opcode = kUD | (w.opcode == IBV_WR_SEND_WITH_IMM ? kSendOnlyImm : kSendOnly);
+		k.flags = opcode_flags(k.bth.opcode);
+		k.bth.se = w.send_flags & IBV_SEND_SOLICITED;
+		k.bth.dqpn = w.remote_qpn;
+		RoceQp *r = qp->roce;
+		k.bth.psn = r->sq_psn;
+		r->sq_psn = psn_add(r->sq_psn, 1);
+		k.deth.qkey = (w.remote_qkey & 0x80000000u) ? qp->attr.qkey : w.remote_qkey;
+		k.deth.src_qpn = qp->qpn;
+		if (w.opcode == IBV_WR_SEND_WITH_IMM)
+			k.imm = be32toh(w.imm);
+		struct sockaddr_in6 to;
+		to_sockaddr(rc, ah.grh.dgid, &to);
+		xmit_buf(rc, rc->gids[ah.grh.sgid_index].gid.raw, to, k, pb.b, uint32_t(len));
+	}
+	complete_send(qp, w, st, 0);
+	return 0;
+}
+
+static bool opcode_allowed(enum ibv_qp_type t, uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return true;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return t != IBV_QPT_UD;
+	case IBV_WR_RDMA_READ:
+		return t == IBV_QPT_RC;
+	default:
+		return false; // atomics, invalidation, windows: not carried yet
+	}
+}
+
+int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct ibv_send_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	if (!wr)
+		return 0;
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	RoceQp *r = qp->roce;
+	if (!qp->sq || !qp->scq || !r) {
+		*bad = wr;
+		return EINVAL;
+	}
+	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
+	int err = 0;
+	pthread_mutex_lock(&rc->lock);
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+	if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD) {
+		*bad = wr;
+		pthread_mutex_unlock(&rc->lock);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		if ((err = convert_wr(qp, wr, *w)) != 0 || !opcode_allowed(qp->type, w->opcode)) {
+			err = EINVAL;
+			*bad = wr;
+			break;
+		}
+		st = qp->entry->state.load(std::memory_order_acquire);
+		if (st == IBV_QPS_ERR) {
+			complete_send(qp, *w, IBV_WC_WR_FLUSH_ERR, 0);
+			continue;
+		}
+		if (qp->type == IBV_QPT_UD) {
+			if ((err = ud_send(qp, *w)) != 0) {
+				*bad = wr;
+				break;
+			}
+			continue;
+		}
+		if (qp->sq_count >= qp->sq_depth) {
+			err = ENOMEM;
+			*bad = wr;
+			break;
+		}
+		uint32_t idx = (qp->sq_head + qp->sq_count) % qp->sq_depth;
+		SoftWr &slot = qp->sq[idx];
+		memcpy(&slot, w, offsetof(SoftWr, sge));
+		memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
+		if (w->inline_len)
+			memcpy(slot.inline_data, w->inline_data, w->inline_len);
+		RoceTx &t = r->tx[idx];
+		uint64_t len = sge_total(*w);
+		t = RoceTx{};
+		t.status = len > kMaxMsgSize ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+		t.len = uint32_t(std::min<uint64_t>(len, kMaxMsgSize));
+		t.npkts = packets_for(t.len, r->mtu);
+		t.psn = r->sq_psn;
+		t.rd_next = t.psn;
+		r->sq_psn = psn_add(r->sq_psn, t.npkts);
+		sq_set_pending(qp, qp->sq_count + 1);
+	}
+	pump(qp);
+	pthread_mutex_unlock(&rc->lock);
+	return err;
+}
+
+void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
+{
+	RoceQp *r = qp->roce;
+	RoceCtx *rc = qp->ctx->roce;
+	if (!r)
+		return;
+	const struct ibv_qp_attr &a = qp->attr;
+	if (cur == next)
+		return;
+	switch (next) {
+	case IBV_QPS_RESET:
+		roce_qp_reset(qp);
+		break;
+	case IBV_QPS_RTR:
+		if (qp->type != IBV_QPT_UD) {
+			to_sockaddr(rc, a.ah_attr.grh.dgid, &r->peer);
+			uint32_t si = a.ah_attr.grh.sgid_index < rc->ngids ? a.ah_attr.grh.sgid_index : 0;
+			memcpy(r->src, rc->gids[si].gid.raw, 16);
+			r->mtu = roce_mtu_bytes(a.path_mtu);
+		} else {
+			r->mtu = roce_mtu_bytes(rc->active_mtu);
+		}
+		r->epsn = a.rq_psn & kPsnMask;
+		r->msn = 0;
+		r->nak_sent = false;
+		r->in_send = r->in_write = false;
+		break;
+	case IBV_QPS_RTS:
+		if (cur == IBV_QPS_RTR) {
+			r->sq_psn = a.sq_psn & kPsnMask;
+			r->snd_nxt = r->una = r->snd_max = r->sq_psn;
+			r->retry_left = a.retry_cnt;
+			r->rnr_left = a.rnr_retry;
+		}
+		pump(qp);
+		break;
+	case IBV_QPS_ERR:
+		r->next_wr = 0;
+		r->deadline_ns = 0;
+		r->rnr_until_ns = 0;
+		r->in_send = r->in_write = false;
+		break;
+	default:
+		break;
+	}
+}
+
+void roce_qp_reset(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	RoceTx *tx = r->tx;
+	*r = RoceQp{};
+	r->tx = tx;
+}
+
+} // namespace ovsoft

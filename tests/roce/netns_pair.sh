@@ -1,0 +1,70 @@
+#!/bin/sh
+# Runs one of Debian's unmodified RDMA programs as a server/client pair on
+# the RoCE v2 software device across two network namespaces joined by a veth
+# pair. The namespaces, the link and the private /dev/shm are made here (as
+# root); the programs themselves run as the unprivileged user "nobody", with
+# our libibverbs first on LD_LIBRARY_PATH and RDMAV_SOFT_ROCE naming their
+# side of the link (sroce0 in each namespace).
+#
+#   netns_pair.sh LIBDIR TIMEOUT PROGRAM [ARGS...]
+#
+# The client gets the server's address appended. In ARGS, "%GID%" is the GID
+# index of the IPv4 address (1: openverbs-soft(7), GID table) and "%PORT%"
+# the TCP port of the programs' own exchange. OPENVERBS_SOFT_ROCE_LOSS (percent)
+# passes through: each side drops that share of the datagrams it receives.
+# Exit 77 (skipped) when not root or without network namespaces.
+set -u
+LIB=$1; TMO=$2; shift 2
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77; fi
+if [ -z "${OVROCE_INNER:-}" ]; then
+  # A private mount namespace: /dev/shm and /run/netns of this run only.
+  exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$TMO" "$@"
+fi
+mount -t tmpfs tmpfs /dev/shm || exit 1
+mount -t tmpfs tmpfs /run 2>/dev/null || true
+tag=$$
+nsa=ovra$tag; nsb=ovrb$tag; va=ovva$tag; vb=ovvb$tag
+logdir=$(mktemp -d /tmp/ovroce-test.XXXXXX)
+chmod 755 "$logdir"
+cleanup() {
+  ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null
+  rm -rf "$logdir"
+}
+trap cleanup EXIT
+ip netns add $nsa && ip netns add $nsb || { echo "SKIP: no network namespaces"; exit 77; }
+ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
+ip link set $va netns $nsa && ip link set $vb netns $nsb || exit 1
+ip -n $nsa addr add 10.231.0.1/24 dev $va && ip -n $nsb addr add 10.231.0.2/24 dev $vb || exit 1
+for n in $nsa $nsb; do ip -n $n link set lo up; done
+ip -n $nsa link set $va up && ip -n $nsb link set $vb up || exit 1
+
+port=18515
+args=""
+for a in "$@"; do args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%GID%/1/g")"; done
+# shellcheck disable=SC2086
+set -- $args
+run_as_user() { # NS IFNAME PROGRAM...
+  ns=$1; ifn=$2; shift 2
+  ip netns exec "$ns" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+    env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE="$ifn" \
+    ${OPENVERBS_SOFT_ROCE_LOSS:+OPENVERBS_SOFT_ROCE_LOSS=$OPENVERBS_SOFT_ROCE_LOSS} \
+    ${VERBS_LOG_LEVEL:+VERBS_LOG_LEVEL=$VERBS_LOG_LEVEL} \
+    timeout "$TMO" "$@"
+}
+prog=$1; shift
+run_as_user $nsa $va "$prog" -p $port "$@" > "$logdir/server" 2>&1 &
+spid=$!
+hex=$(printf ':%04X ' "$port")
+i=0
+while [ $i -lt 200 ] && ! ip netns exec $nsa cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex"; do
+  kill -0 $spid 2>/dev/null || break
+  sleep 0.05; i=$((i + 1))
+done
+run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client" 2>&1
+crc=$?
+wait $spid
+src=$?
+echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
+echo "== client: exit $crc"; cat "$logdir/client"
+if [ $src -ne 0 ] || [ $crc -ne 0 ]; then echo "FAIL"; exit 1; fi
+exit 0
