@@ -66,5 +66,11 @@ wait $spid
 src=$?
 echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
 echo "== client: exit $crc"; cat "$logdir/client"
-if [ $src -ne 0 ] || [ $crc -ne 0 ]; then echo "FAIL"; exit 1; fi
+if [ $src -ne 0 ] || [ $crc -ne 0 ]; then
+  for n in $nsa $nsb; do
+    echo "== UDP counters of $n:"; ip netns exec $n sh -c 'grep "^Udp:" /proc/net/snmp; grep "^Udp6" /proc/net/snmp6'
+    ip -n $n -s link | grep -A1 -E "RX|TX" | head -8
+  done
+  echo "FAIL"; exit 1
+fi
 exit 0

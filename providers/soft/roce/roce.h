@@ -86,6 +86,16 @@ struct RoceQp {
 	RoceTx *tx;            // sq_depth entries
 	uint32_t snd_nxt;      // next PSN to send
 	uint32_t snd_max;      // one past the highest PSN ever sent
+	// After going back to rewind_psn, the packets of the earlier flight still
+	// arriving make the responder NAK PSNs that are already being sent again:
+	// such NAKs are ignored until the new flight has passed snd_max.
+	bool rewound;
+	uint32_t rewind_psn;
+	// Packets allowed in flight: halved when packets are lost (NAK, timeout),
+	// one more per acknowledgement that makes progress, up to RoceCtx::window
+	// (what the peer's socket buffer holds). Go-back-N sends everything after
+	// a loss again: a smaller flight wastes less on a lossy link.
+	uint32_t cwnd;
 	uint32_t una;          // first PSN not acknowledged
 	uint32_t next_wr;      // offset from sq_head of the first WR with unsent packets
 	uint32_t sq_psn;       // next PSN to assign

@@ -405,7 +405,7 @@ void pump(SoftQp *qp)
 	r->rnr_until_ns = 0;
 	bool sent = false;
 	while (r->next_wr < qp->sq_count) {
-		if (qp->type == IBV_QPT_RC && psn_diff(r->snd_nxt, r->una) >= int32_t(qp->ctx->roce->window))
+		if (qp->type == IBV_QPT_RC && psn_diff(r->snd_nxt, r->una) >= int32_t(r->cwnd))
 			break;
 		uint32_t idx = (qp->sq_head + r->next_wr) % qp->sq_depth;
 		SoftWr &w = qp->sq[idx];
@@ -417,6 +417,8 @@ void pump(SoftQp *qp)
 		}
 		send_next_packet(qp, w, t);
 		sent = true;
+		if (r->rewound && psn_diff(r->snd_nxt, r->snd_max) >= 0)
+			r->rewound = false;
 		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t))
 			r->next_wr++;
 	}
@@ -462,6 +464,9 @@ void rewind_to(SoftQp *qp, uint32_t psn)
 		uint32_t idx = (qp->sq_head + from) % qp->sq_depth;
 		r->snd_nxt = found ? psn : r->tx[idx].psn;
 	}
+	r->rewound = psn_diff(r->snd_max, r->snd_nxt) > 0;
+	r->rewind_psn = r->snd_nxt;
+	r->cwnd = std::max<uint32_t>(r->cwnd / 2, 8);
 	r->deadline_ns = 0;
 }
 
@@ -478,10 +483,16 @@ void on_response(SoftQp *qp, const Packet &k)
 {
 	RoceQp *r = qp->roce;
 	uint32_t psn = k.bth.psn;
+	if (r->retry_left < qp->attr.retry_cnt)
+		softlog(4, "%s: QP 0x%x: response %s PSN 0x%x syndrome 0x%x (una 0x%x, max 0x%x)",
+			qp->ctx->roce->ifname, qp->qpn, opcode_name(k.bth.opcode), psn, k.syndrome,
+			r->una, r->snd_max);
 	// Nothing answers what was never sent.
 	if (psn_diff(psn, r->snd_max) >= 0)
 		return;
 	auto progress = [&]() {
+		if (r->cwnd < qp->ctx->roce->window)
+			r->cwnd++;
 		r->retry_left = qp->attr.retry_cnt;
 		uint64_t to = timeout_ns(qp->attr.timeout);
 		r->deadline_ns = to ? now_ns() + to : 0;
@@ -556,6 +567,9 @@ void on_response(SoftQp *qp, const Packet &k)
 	if (kind == kAethNak) {
 		switch (k.syndrome & 0x1f) {
 		case kNakPsnSeq:
+			if (r->rewound && psn_diff(psn, r->rewind_psn) >= 0 &&
+			    psn_diff(psn, r->snd_nxt) < 0)
+				return; // already being sent again
 			rewind_to(qp, psn);
 			qp->ctx->roce->retransmits++;
 			pump(qp);
@@ -793,6 +807,9 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 {
 	RoceQp *r = qp->roce;
 	int32_t d = psn_diff(k.bth.psn, r->epsn);
+	if (r->retry_left < qp->attr.retry_cnt)
+		softlog(4, "%s: QP 0x%x: request %s PSN 0x%x (expected 0x%x)", qp->ctx->roce->ifname,
+			qp->qpn, opcode_name(k.bth.opcode), k.bth.psn, r->epsn);
 	if (d > 0) {
 		// A gap: NAK once, drop until the expected PSN comes.
 		if (!r->nak_sent) {
@@ -1032,8 +1049,17 @@ uint64_t run_timers(RoceCtx *rc)
 			}
 			r->retry_left--;
 			rc->retransmits++;
+			softlog(4, "%s: QP 0x%x: timeout, sending again from PSN 0x%x (next 0x%x, %u queued, "
+				   "%d retries left; %llu datagrams in, %llu dropped as filtered, epsn 0x%x)",
+				rc->ifname, qp->qpn, r->una, r->snd_nxt, qp->sq_count, r->retry_left,
+				(unsigned long long)rc->rx_packets.load(),
+				(unsigned long long)rc->drops[D_FILTERED].load(), r->epsn);
 			rewind_to(qp, r->una);
+			uint64_t before = rc->tx_packets.load();
 			pump(qp);
+			softlog(4, "%s: QP 0x%x: %llu packets sent again (next_wr %u, snd_nxt 0x%x, window %u, rnr wait %d)",
+				rc->ifname, qp->qpn, (unsigned long long)(rc->tx_packets.load() - before),
+				r->next_wr, r->snd_nxt, rc->window, r->rnr_until_ns != 0);
 		}
 		for (uint64_t t : {r->rnr_until_ns, r->deadline_ns})
 			if (t && (!next || t < next))
@@ -1264,6 +1290,7 @@ void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state nex
 		if (cur == IBV_QPS_RTR) {
 			r->sq_psn = a.sq_psn & kPsnMask;
 			r->snd_nxt = r->una = r->snd_max = r->sq_psn;
+			r->cwnd = rc->window;
 			r->retry_left = a.retry_cnt;
 			r->rnr_left = a.rnr_retry;
 		}
