@@ -429,27 +429,39 @@ void filter_accessible(const std::string &cdev_dir, SysfsDevList &devs)
 	devs = std::move(kept);
 }
 
+// One synthesised software device entry (no kernel node, no sysfs).
+static SysfsDevPtr soft_entry(const char *name, const std::string &sysfs_root, unsigned flags,
+			      uint64_t guid)
+{
+	SysfsDevPtr dev = new_sysfs_dev();
+	if (!dev)
+		return dev;
+	snprintf(dev->ibdev_name, sizeof(dev->ibdev_name), "%s", name);
+	// ibv_device.dev_name (the node's name under /dev/infiniband) is the device's
+	// name: no kernel node exists, but clients that look for one (UCX 1.13 stats
+	// /dev/infiniband/<dev_name>) find the placeholder openverbs-soft-setup(8)
+	// makes. Nothing in the library opens it.
+	snprintf(dev->sysfs_name, sizeof(dev->sysfs_name), "%s", dev->ibdev_name);
+	set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
+		 dev->ibdev_name);
+	dev->flags = VSYSFS_SOFT | VSYSFS_READ_NODE_GUID | flags;
+	dev->driver_id = OPENVERBS_DRIVER_SOFT;
+	dev->node_type = IBV_NODE_CA;
+	dev->node_guid = guid;
+	dev->num_ports = 1;
+	dev->abi_ver = 1;
+	return dev;
+}
+
 void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &out)
 {
 	for (unsigned i = 0; i < n; ++i) {
-		SysfsDevPtr dev = new_sysfs_dev();
+		char name[32];
+		snprintf(name, sizeof(name), OPENVERBS_SOFT_NAME "%u", i);
+		// "OV" in the top bytes, then the device number: stable per index.
+		SysfsDevPtr dev = soft_entry(name, sysfs_root, 0, (uint64_t{0x4f56} << 48) | i);
 		if (!dev)
 			return;
-		snprintf(dev->ibdev_name, sizeof(dev->ibdev_name), OPENVERBS_SOFT_NAME "%u", i);
-		// ibv_device.dev_name (the node's name under /dev/infiniband) is the device's
-		// name: no kernel node exists, but clients that look for one (UCX 1.13 stats
-		// /dev/infiniband/<dev_name>) find the placeholder openverbs-soft-setup(8)
-		// makes. Nothing in the library opens it.
-		snprintf(dev->sysfs_name, sizeof(dev->sysfs_name), "%s", dev->ibdev_name);
-		set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
-			 dev->ibdev_name);
-		dev->flags = VSYSFS_SOFT | VSYSFS_READ_NODE_GUID;
-		dev->driver_id = OPENVERBS_DRIVER_SOFT;
-		dev->node_type = IBV_NODE_CA;
-		// "OV" in the top bytes, then the device number: stable per index.
-		dev->node_guid = (uint64_t{0x4f56} << 48) | i;
-		dev->num_ports = 1;
-		dev->abi_ver = 1;
 		out.push_back(std::move(dev));
 	}
 }
@@ -459,22 +471,16 @@ void add_soft_roce_devices(const std::vector<std::string> &ifnames, const std::s
 {
 	unsigned i = 0;
 	for (const auto &ifname : ifnames) {
-		SysfsDevPtr dev = new_sysfs_dev();
-		if (!dev)
-			return;
-		snprintf(dev->ibdev_name, sizeof(dev->ibdev_name), OPENVERBS_SOFT_ROCE_NAME "%u", i);
-		set_path(dev->ibdev_path, sizeof(dev->ibdev_path), sysfs_root, "/class/infiniband/",
-			 dev->ibdev_name);
-		snprintf(dev->modalias, sizeof(dev->modalias), OPENVERBS_SOFT_ROCE_MODALIAS "%s",
-			 ifname.c_str());
-		dev->flags = VSYSFS_SOFT | VSYSFS_SOFT_ROCE | VSYSFS_READ_NODE_GUID;
-		dev->driver_id = OPENVERBS_DRIVER_SOFT;
-		dev->node_type = IBV_NODE_CA;
+		char name[32];
+		snprintf(name, sizeof(name), OPENVERBS_SOFT_ROCE_NAME "%u", i);
 		// The provider reports the interface's EUI-64; this one only
 		// names the entry until then.
-		dev->node_guid = (uint64_t{0x4f56} << 48) | (uint64_t{1} << 40) | i;
-		dev->num_ports = 1;
-		dev->abi_ver = 1;
+		SysfsDevPtr dev = soft_entry(name, sysfs_root, VSYSFS_SOFT_ROCE,
+					     (uint64_t{0x4f56} << 48) | (uint64_t{1} << 40) | i);
+		if (!dev)
+			return;
+		snprintf(dev->modalias, sizeof(dev->modalias), OPENVERBS_SOFT_ROCE_MODALIAS "%s",
+			 ifname.c_str());
 		out.push_back(std::move(dev));
 		i++;
 	}

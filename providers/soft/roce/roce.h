@@ -26,6 +26,10 @@ inline constexpr uint32_t kRoceMaxGids = 16;
 inline constexpr uint32_t kRoceMaxWindow = 256;  // packets in flight per QP, at most
 inline constexpr uint32_t kRoceAckEvery = 16;    // AckReq on every n-th packet too
 inline constexpr int kRoceBatch = 32;            // datagrams per recvmmsg
+// A PSN sequence NAK is sent once per gap, and again when the gap is still
+// there this long after (the packets sent again were lost too); the
+// requester takes a NAK for the PSN it went back to as new after as long.
+inline constexpr uint64_t kRoceNakRepeatNs = 2000000;
 inline constexpr size_t kRoceMaxDatagram = 8192; // larger ones are dropped
 
 struct RoceGid {
@@ -72,6 +76,8 @@ struct RoceTx {
 	uint32_t len;     // message length
 	uint32_t rd_next; // READ: next response PSN expected
 	bool done;        // READ: every response placed
+	bool rereq;       // READ: asked again from rereq_psn after a lost response
+	uint32_t rereq_psn;
 	enum ibv_wc_status status; // local error found while sending
 };
 
@@ -91,6 +97,7 @@ struct RoceQp {
 	// such NAKs are ignored until the new flight has passed snd_max.
 	bool rewound;
 	uint32_t rewind_psn;
+	uint64_t rewind_ns;
 	// Packets allowed in flight: halved when packets are lost (NAK, timeout),
 	// one more per acknowledgement that makes progress, up to RoceCtx::window
 	// (what the peer's socket buffer holds). Go-back-N sends everything after
@@ -106,6 +113,7 @@ struct RoceQp {
 	uint32_t epsn;         // next PSN expected
 	uint32_t msn;          // messages completed
 	bool nak_sent;         // a PSN sequence NAK is outstanding for epsn
+	uint64_t nak_ns;       // when it was sent (repeated after kRoceNakRepeatNs)
 	// The receive message in progress (SEND First .. Last).
 	bool in_send;
 	uint64_t recv_wr_id;

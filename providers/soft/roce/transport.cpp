@@ -336,6 +336,23 @@ bool fully_sent(const SoftWr &w, const RoceTx &t)
 	return w.opcode == IBV_WR_RDMA_READ ? t.sent >= 1 : t.sent >= t.npkts;
 }
 
+// Sends READ request w for the responses not placed yet: from PSN
+// t.rd_next and the matching offset (the whole read the first time).
+void send_read_request(SoftQp *qp, const SoftWr &w, const RoceTx &t)
+{
+	RoceQp *r = qp->roce;
+	Packet k;
+	k.bth.opcode = kRC | kReadRequest;
+	k.flags = opcode_flags(k.bth.opcode);
+	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.bth.psn = t.rd_next;
+	k.bth.ack_req = true;
+	uint64_t off = uint64_t(psn_diff(t.rd_next, t.psn)) * r->mtu;
+	k.reth = {w.remote_addr + off, w.rkey, uint32_t(t.len - std::min<uint64_t>(off, t.len))};
+	PacketBuf pb;
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+}
+
 // Sends the next packet of request w (its packet number t.sent).
 void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 {
@@ -347,15 +364,13 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 	PacketBuf pb;
 	uint32_t plen = 0;
 	if (w.opcode == IBV_WR_RDMA_READ) {
-		k.bth.opcode = tr | kReadRequest;
-		k.bth.psn = t.psn;
-		k.bth.ack_req = true;
-		k.reth = {w.remote_addr, w.rkey, t.len};
+		// Responses already placed are not asked for again.
+		send_read_request(qp, w, t);
 		t.sent = 1;
-		t.rd_next = t.psn;
 		r->snd_nxt = psn_add(t.psn, t.npkts);
 		if (psn_diff(r->snd_nxt, r->snd_max) > 0)
 			r->snd_max = r->snd_nxt;
+		return;
 	} else {
 		uint32_t i = t.sent;
 		bool first = i == 0, last = i + 1 == t.npkts;
@@ -379,7 +394,12 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 		k.bth.opcode = tr | op;
 		k.bth.psn = psn_add(t.psn, i);
 		k.bth.se = last && (w.send_flags & IBV_SEND_SOLICITED);
-		k.bth.ack_req = qp->type == IBV_QPT_RC && (last || (i + 1) % kRoceAckEvery == 0);
+		// AckReq: the end of a message, every kRoceAckEvery packets, and the
+		// packet that fills the flight window (else nothing would answer
+		// until the timeout).
+		k.bth.ack_req = qp->type == IBV_QPT_RC &&
+				(last || (i + 1) % kRoceAckEvery == 0 ||
+				 psn_diff(psn_add(k.bth.psn, 1), r->una) >= int32_t(r->cwnd));
 		if (write && first)
 			k.reth = {w.remote_addr, w.rkey, t.len};
 		if (imm && last)
@@ -466,6 +486,7 @@ void rewind_to(SoftQp *qp, uint32_t psn)
 	}
 	r->rewound = psn_diff(r->snd_max, r->snd_nxt) > 0;
 	r->rewind_psn = r->snd_nxt;
+	r->rewind_ns = now_ns();
 	r->cwnd = std::max<uint32_t>(r->cwnd / 2, 8);
 	r->deadline_ns = 0;
 }
@@ -504,15 +525,29 @@ void on_response(SoftQp *qp, const Packet &k)
 			RoceTx &t = r->tx[idx];
 			if (psn_diff(psn, t.psn) < 0 || psn_diff(psn, psn_add(t.psn, t.npkts)) >= 0)
 				continue;
-			if (w.opcode != IBV_WR_RDMA_READ || t.done || psn != t.rd_next)
-				return; // out of order or a duplicate: the timer recovers
+			if (w.opcode != IBV_WR_RDMA_READ || t.done)
+				return; // a duplicate
+			if (psn != t.rd_next) {
+				// A response was lost: ask again for the rest of this
+				// read at once (once per gap: the later responses of the
+				// same flight say the same), else the timer recovers.
+				if (psn_diff(psn, t.rd_next) > 0 &&
+				    !(t.rereq && t.rereq_psn == t.rd_next)) {
+					t.rereq = true;
+					t.rereq_psn = t.rd_next;
+					send_read_request(qp, w, t);
+					qp->ctx->roce->retransmits++;
+				}
+				return;
+			}
 			uint32_t j = uint32_t(psn_diff(psn, t.psn));
 			bool last = j + 1 == t.npkts;
 			uint64_t off = uint64_t(j) * r->mtu;
 			uint32_t want = uint32_t(std::min<uint64_t>(r->mtu, t.len - off));
-			bool first_ok = (j == 0) == bool(k.flags & F_FIRST);
+			// A read asked for again from the middle is answered from
+			// a First (or Only) packet: only the end is checked.
 			bool last_ok = last == bool(k.flags & F_LAST);
-			if (k.payload_len != want || !first_ok || !last_ok)
+			if (k.payload_len != want || !last_ok)
 				return; // malformed: dropped, the timer recovers
 			if (psn_diff(t.psn, r->una) > 0)
 				r->una = t.psn; // responses imply the earlier requests were done
@@ -567,8 +602,9 @@ void on_response(SoftQp *qp, const Packet &k)
 	if (kind == kAethNak) {
 		switch (k.syndrome & 0x1f) {
 		case kNakPsnSeq:
-			if (r->rewound && psn_diff(psn, r->rewind_psn) >= 0 &&
-			    psn_diff(psn, r->snd_nxt) < 0)
+			if (r->rewound && psn_diff(psn, r->snd_nxt) < 0 &&
+			    (psn_diff(psn, r->rewind_psn) > 0 ||
+			     (psn == r->rewind_psn && now_ns() - r->rewind_ns < kRoceNakRepeatNs)))
 				return; // already being sent again
 			rewind_to(qp, psn);
 			qp->ctx->roce->retransmits++;
@@ -812,9 +848,11 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 			qp->qpn, opcode_name(k.bth.opcode), k.bth.psn, r->epsn);
 	if (d > 0) {
 		// A gap: NAK once, drop until the expected PSN comes.
-		if (!r->nak_sent) {
+		uint64_t now = now_ns();
+		if (!r->nak_sent || now - r->nak_ns > kRoceNakRepeatNs) {
 			send_aeth(qp, kAck, r->epsn, kAethNak | kNakPsnSeq);
 			r->nak_sent = true;
+			r->nak_ns = now;
 		}
 		return;
 	}

@@ -52,6 +52,37 @@ TEST(Config, SoftDevicesLastLineWins)
 	EXPECT_EQ(c.soft_devices, 3);
 }
 
+TEST(Config, SoftRoceInterfaces)
+{
+	Config c;
+	parse_config_text("soft_roce eth0,veth1,eth0\n", "x", c);
+	EXPECT_TRUE(c.soft_roce_set);
+	EXPECT_THAT(c.soft_roce, ElementsAre("eth0", "veth1"));
+	EXPECT_TRUE(c.problems.empty());
+	parse_config_text("soft_roce lo\n", "x", c); // the last line wins
+	EXPECT_THAT(c.soft_roce, ElementsAre("lo"));
+}
+
+TEST(Config, SoftRoceMalformedLinesAreReported)
+{
+	Config c;
+	parse_config_text("soft_roce\nsoft_roce a b\nsoft_roce eth0,\nsoft_roce ,eth0\n"
+			  "soft_roce a/b\nsoft_roce ..\nsoft_roce 0123456789abcdef\n",
+			  "/etc/x.driver", c);
+	EXPECT_EQ(c.problems.size(), 7u);
+	EXPECT_FALSE(c.soft_roce_set);
+	EXPECT_TRUE(c.soft_roce.empty());
+	std::vector<std::string> v;
+	EXPECT_TRUE(ov::core::parse_roce_interfaces("", v));
+	EXPECT_TRUE(v.empty());
+	EXPECT_TRUE(ov::core::parse_roce_interfaces("0123456789abcde", v)); // 15: the limit
+	std::string many;
+	for (int i = 0; i <= OPENVERBS_MAX_SOFT_ROCE; i++)
+		many += (i ? ",if" : "if") + std::to_string(i);
+	EXPECT_FALSE(ov::core::parse_roce_interfaces(many, v));
+	EXPECT_TRUE(v.empty());
+}
+
 TEST(Config, BinaryGarbageDoesNotCrash)
 {
 	std::string junk;

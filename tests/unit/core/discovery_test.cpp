@@ -153,6 +153,22 @@ TEST_F(Discovery, SoftDevices)
 	EXPECT_EQ(l[2]->node_type, IBV_NODE_CA);
 }
 
+TEST_F(Discovery, SoftRoceDevices)
+{
+	SysfsDevList l;
+	add_soft_devices(1, "/sys", l);
+	add_soft_roce_devices({"veth0", "eth1"}, "/sys", l);
+	ASSERT_EQ(l.size(), 3u);
+	EXPECT_STREQ(l[1]->ibdev_name, "sroce0");
+	EXPECT_STREQ(l[2]->ibdev_name, "sroce1");
+	EXPECT_STREQ(l[2]->modalias, "openverbs-roce:eth1");
+	EXPECT_TRUE(l[2]->flags & VSYSFS_SOFT);
+	EXPECT_TRUE(l[2]->flags & VSYSFS_SOFT_ROCE);
+	EXPECT_FALSE(l[0]->flags & VSYSFS_SOFT_ROCE);
+	EXPECT_EQ(l[2]->driver_id, static_cast<uint32_t>(OPENVERBS_DRIVER_SOFT));
+	EXPECT_NE(l[1]->node_guid, l[0]->node_guid);
+}
+
 TEST(NodeType, Decode)
 {
 	EXPECT_EQ(decode_node_type(1), IBV_NODE_CA);
