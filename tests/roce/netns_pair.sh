@@ -12,6 +12,9 @@
 # index of the IPv4 address (1: openverbs-soft(7), GID table) and "%PORT%"
 # the TCP port of the programs' own exchange. OPENVERBS_SOFT_ROCE_LOSS (percent)
 # passes through: each side drops that share of the datagrams it receives.
+# OVROCE_MALFORMED=1 (with VERBS_LOG_LEVEL=3): malformed datagrams of each
+# kind (send_malformed.py) reach the server's device before the client
+# starts; its counters at close must show each one dropped.
 # Exit 77 (skipped) when not root or without network namespaces.
 set -u
 LIB=$1; TMO=$2; shift 2
@@ -60,12 +63,25 @@ while [ $i -lt 200 ] && ! ip netns exec $nsa cat /proc/net/tcp /proc/net/tcp6 2>
   kill -0 $spid 2>/dev/null || break
   sleep 0.05; i=$((i + 1))
 done
+malformed=""
+if [ -n "${OVROCE_MALFORMED:-}" ]; then
+  # Bad input from the wire before the client starts: the server's device
+  # must drop and count each kind, and the pair must still pass.
+  malformed=$(ip netns exec $nsb python3 "$(dirname "$0")/send_malformed.py" 10.231.0.2 10.231.0.1 5 2>&1)
+  echo "$malformed"
+fi
 run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client" 2>&1
 crc=$?
 wait $spid
 src=$?
 echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
 echo "== client: exit $crc"; cat "$logdir/client"
+if [ -n "$malformed" ] && [ $src -eq 0 ]; then
+  # VERBS_LOG_LEVEL=3: the device's counters at close.
+  for reason in short=10 length=5 icrc=5 opcode=5 version=5 qpn=5 pad=5; do
+    grep -q "dropped:.* $reason" "$logdir/server" || { echo "FAIL: no '$reason' drop count"; src=1; }
+  done
+fi
 if [ $src -ne 0 ] || [ $crc -ne 0 ]; then
   for n in $nsa $nsb; do
     echo "== UDP counters of $n:"; ip netns exec $n sh -c 'grep "^Udp:" /proc/net/snmp; grep "^Udp6" /proc/net/snmp6'

@@ -1009,6 +1009,10 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 		rc->drops[D_SOURCE]++;
 		return;
 	}
+	if (n < kBthBytes + kIcrcBytes) {
+		rc->drops[D_SHORT]++;
+		return;
+	}
 	IpMeta ip;
 	bool v4 = is_v4_mapped(s);
 	ip.v6 = !v4;

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Sends malformed RoCE v2 datagrams to a device's UDP port 4791 (bad input
+from the wire): each kind the receiver must drop and count under its own
+reason. Usage: send_malformed.py SRC_IPV4 DST_IPV4 [COUNT]
+
+The ICRC of the datagrams that should get past the ICRC check is computed as
+the RoCE v2 annex defines it (8 bytes of ones, the IPv4 and UDP headers with
+TOS, TTL and checksums set to ones, the BTH with its FECN/BECN byte set to
+ones, the rest), with IPv4 identification 0 (what Linux writes for an
+unconnected UDP socket's Don't Fragment datagrams)."""
+import socket
+import struct
+import sys
+import zlib
+
+src, dst = sys.argv[1], sys.argv[2]
+count = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO
+s.bind((src, 0))
+sport = s.getsockname()[1]
+
+
+def icrc(payload):
+    udp_len = 8 + len(payload) + 4
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0xff, 20 + udp_len, 0, 0x4000, 0xff, 17, 0xffff,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    udp = struct.pack("!HHHH", sport, 4791, udp_len, 0xffff)
+    bth = bytearray(payload[:12])
+    bth[4] = 0xff
+    crc = zlib.crc32(b"\xff" * 8 + ip + udp + bytes(bth) + payload[12:])
+    return payload + struct.pack("<I", crc)
+
+
+def bth(opcode, dqpn, psn=0, pad=0):
+    return struct.pack("!BBHI I", opcode, 0x40 | (pad << 4), 0xffff, dqpn & 0xffffff, psn & 0xffffff)
+
+
+kinds = {
+    # reason the receiver gives -> datagram
+    "tiny": b"\x04\x40\xff",                                 # not even a BTH (reason short)
+    "short": icrc(bth(0x06, 0x20)),                         # RDMA WRITE First without its RETH
+    "length": b"\x00" * 9000,                               # larger than any packet
+    "icrc": bth(0x04, 0x20) + b"\x00" * 8,                  # SEND Only with a wrong ICRC
+    "opcode": icrc(bth(0x15, 0x20) + b"\x00" * 4),          # reserved RC opcode
+    "version": icrc(bytes([0x04, 0x41]) + bth(0x04, 0x20)[2:]),  # TVer 1
+    "qpn": icrc(bth(0x04, 0xabcdef) + b"\x00" * 4),         # no such QP
+    "pad": icrc(bth(0x11, 0x20, pad=1) + b"\x1f\x00\x00\x00"),   # pad on an ACK
+}
+# The oversized one goes out fragmented (the link's MTU is smaller): the
+# receiver's kernel reassembles it, the device finds it larger than any packet.
+big = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+big.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_PMTUDISC_DONT
+big.bind((src, 0))
+for name, d in kinds.items():
+    for _ in range(count):
+        (big if name == "length" else s).sendto(d, (dst, 4791))
+print("sent %d malformed datagrams of each kind: %s" % (count, " ".join(kinds)))
