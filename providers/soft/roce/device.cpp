@@ -359,10 +359,10 @@ static int roce_query_device_ex(struct ibv_context *context,
 	o.node_guid = htobe64(rc->guid);
 	o.sys_image_guid = o.node_guid;
 	o.vendor_part_id = 0x4f57;
-	// Not carried over the wire yet: XRC, memory windows, atomics, multicast.
+	// Not carried over the wire yet: XRC, memory windows, multicast.
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE;
-	o.atomic_cap = IBV_ATOMIC_NONE;
+	o.atomic_cap = IBV_ATOMIC_GLOB; // the responder's CPU atomics on its memory
 	o.max_mw = 0;
 	o.max_mcast_grp = 0;
 	o.max_mcast_qp_attach = 0;

@@ -30,6 +30,9 @@ inline constexpr int kRoceBatch = 32;            // datagrams per recvmmsg
 // there this long after (the packets sent again were lost too); the
 // requester takes a NAK for the PSN it went back to as new after as long.
 inline constexpr uint64_t kRoceNakRepeatNs = 2000000;
+// Atomic operations the responder remembers, to answer a request sent again
+// (its acknowledgement was lost) without executing it twice.
+inline constexpr uint32_t kRoceAtomicReplay = 128;
 inline constexpr size_t kRoceMaxDatagram = 8192; // larger ones are dropped
 
 struct RoceGid {
@@ -75,7 +78,7 @@ struct RoceTx {
 	uint32_t sent;    // packets sent so far (READ: 0 or 1 request)
 	uint32_t len;     // message length
 	uint32_t rd_next; // READ: next response PSN expected
-	bool done;        // READ: every response placed
+	bool done;        // READ: every response placed; atomics: acknowledged
 	bool rereq;       // READ: asked again from rereq_psn after a lost response
 	uint32_t rereq_psn;
 	enum ibv_wc_status status; // local error found while sending
@@ -122,6 +125,13 @@ struct RoceQp {
 	uint64_t recv_off;
 	enum ibv_wc_status recv_status;
 	bool recv_held;        // UC: kept from a dropped message for the next one
+	// Executed atomics by PSN (a ring): the original values they returned.
+	struct AtomicDone {
+		uint32_t psn;
+		bool valid;
+		uint64_t orig;
+	} replay[kRoceAtomicReplay];
+	uint32_t replay_next;
 	// The RDMA WRITE in progress (First .. Last).
 	bool in_write;
 	uint64_t write_va;

@@ -252,6 +252,10 @@ enum ibv_wc_opcode wc_opcode(uint32_t op)
 		return IBV_WC_RDMA_WRITE;
 	case IBV_WR_RDMA_READ:
 		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -302,6 +306,11 @@ void pop_head(SoftQp *qp)
 		qp->roce->next_wr--;
 }
 
+bool is_atomic(uint32_t op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 // Completes, in order, the requests at the head that are finished.
 void complete_ready(SoftQp *qp)
 {
@@ -319,13 +328,14 @@ void complete_ready(SoftQp *qp)
 		if (qp->type == IBV_QPT_UC) {
 			if (t.sent < t.npkts)
 				return;
-		} else if (w.opcode == IBV_WR_RDMA_READ) {
+		} else if (w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode)) {
 			if (!t.done)
 				return;
 		} else if (psn_diff(r->una, psn_add(t.psn, t.npkts)) < 0) {
 			return;
 		}
-		complete_send(qp, w, IBV_WC_SUCCESS, w.opcode == IBV_WR_RDMA_READ ? t.len : 0);
+		complete_send(qp, w, IBV_WC_SUCCESS,
+			      w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode) ? t.len : 0);
 		pop_head(qp);
 	}
 	r->deadline_ns = 0;
@@ -363,6 +373,20 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 	k.bth.dqpn = qp->attr.dest_qp_num;
 	PacketBuf pb;
 	uint32_t plen = 0;
+	if (is_atomic(w.opcode)) {
+		k.bth.opcode = kRC | (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd);
+		k.flags = opcode_flags(k.bth.opcode);
+		k.bth.psn = t.psn;
+		k.bth.ack_req = true;
+		k.atomic = {w.remote_addr, w.rkey, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap : w.compare_add,
+			    w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.compare_add : 0};
+		t.sent = 1;
+		r->snd_nxt = psn_add(t.psn, 1);
+		if (psn_diff(r->snd_nxt, r->snd_max) > 0)
+			r->snd_max = r->snd_nxt;
+		xmit_buf(rc, r->src, r->peer, k, pb.b, 0);
+		return;
+	}
 	if (w.opcode == IBV_WR_RDMA_READ) {
 		// Responses already placed are not asked for again.
 		send_read_request(qp, w, t);
@@ -430,8 +454,7 @@ void pump(SoftQp *qp)
 		uint32_t idx = (qp->sq_head + r->next_wr) % qp->sq_depth;
 		SoftWr &w = qp->sq[idx];
 		RoceTx &t = r->tx[idx];
-		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t) ||
-		    (w.opcode == IBV_WR_RDMA_READ && t.done)) {
+		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t) || t.done) {
 			r->next_wr++;
 			continue;
 		}
@@ -470,7 +493,7 @@ void rewind_to(SoftQp *qp, uint32_t psn)
 		uint32_t idx = (qp->sq_head + k) % qp->sq_depth;
 		SoftWr &w = qp->sq[idx];
 		RoceTx &t = r->tx[idx];
-		if (w.opcode == IBV_WR_RDMA_READ) {
+		if (w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode)) {
 			if (!t.done)
 				t.sent = 0;
 		} else if (k == from && found) {
@@ -569,9 +592,31 @@ void on_response(SoftQp *qp, const Packet &k)
 		}
 		return;
 	}
-	if (!(k.flags & F_AETH) || (k.flags & F_ATOMIC_ACK))
-		return; // atomics are not sent by this device yet
+	if (!(k.flags & F_AETH))
+		return;
 	uint8_t kind = k.syndrome & 0x60;
+	if ((k.flags & F_ATOMIC_ACK) && kind == kAethAck) {
+		for (uint32_t i = 0; i < qp->sq_count; i++) {
+			uint32_t idx = (qp->sq_head + i) % qp->sq_depth;
+			SoftWr &w = qp->sq[idx];
+			RoceTx &t = r->tx[idx];
+			if (t.psn != psn)
+				continue;
+			if (!is_atomic(w.opcode) || t.done)
+				return; // a duplicate
+			uint64_t orig = k.orig;
+			if (!sge_copy(qp, w.sge, w.num_sge, 0, reinterpret_cast<uint8_t *>(&orig), 8, true))
+				t.status = IBV_WC_LOC_PROT_ERR;
+			t.done = true;
+			if (psn_diff(psn_add(psn, 1), r->una) > 0)
+				r->una = psn_add(psn, 1);
+			progress();
+			complete_ready(qp);
+			pump(qp);
+			return;
+		}
+		return;
+	}
 	if (kind == kAethAck) {
 		uint32_t next = psn_add(psn, 1);
 		if (psn_diff(next, r->una) > 0) {
@@ -749,6 +794,21 @@ bool serve_read(SoftQp *qp, const Packet &k)
 	return true;
 }
 
+void send_atomic_ack(SoftQp *qp, uint32_t psn, uint64_t orig)
+{
+	RoceQp *r = qp->roce;
+	Packet k;
+	k.bth.opcode = kRC | kAtomicAck;
+	k.flags = opcode_flags(k.bth.opcode);
+	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.bth.psn = psn;
+	k.syndrome = kAethNoCredit;
+	k.msn = r->msn;
+	k.orig = orig;
+	PacketBuf pb;
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+}
+
 enum Verdict { V_DONE, V_RNR, V_NAK_INV, V_NAK_ACCESS, V_NAK_OP, V_DROP };
 
 // Runs an in-sequence request packet.
@@ -836,7 +896,30 @@ Verdict execute(SoftQp *qp, const Packet &k)
 		}
 		return V_DONE;
 	}
-	return V_NAK_INV; // atomics: not carried yet
+	if (f & F_ATOMIC_REQ) {
+		if (r->in_send || r->in_write)
+			return V_NAK_INV;
+		if (k.atomic.va & 7)
+			return V_NAK_INV; // not naturally aligned
+		auto *p = reinterpret_cast<uint64_t *>(
+			remote_ptr(qp, k.atomic.rkey, k.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC));
+		if (!p)
+			return V_NAK_ACCESS;
+		uint64_t orig;
+		if ((k.bth.opcode & 0x1f) == kCompareSwap) {
+			orig = k.atomic.compare;
+			__atomic_compare_exchange_n(p, &orig, k.atomic.swap_add, false, __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+		} else {
+			orig = __atomic_fetch_add(p, k.atomic.swap_add, __ATOMIC_SEQ_CST);
+		}
+		r->msn = psn_add(r->msn, 1);
+		RoceQp::AtomicDone &e = r->replay[r->replay_next++ % kRoceAtomicReplay];
+		e = {k.bth.psn, true, orig};
+		send_atomic_ack(qp, k.bth.psn, orig);
+		return V_DONE;
+	}
+	return V_NAK_INV;
 }
 
 void on_request_rc(SoftQp *qp, const Packet &k)
@@ -859,10 +942,19 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 	if (d < 0) {
 		// A duplicate: done already. READs are served again; the rest
 		// are acknowledged again (the ACK was lost).
-		if (k.flags & F_READ_REQ)
+		if (k.flags & F_READ_REQ) {
 			serve_read(qp, k);
-		else
+		} else if (k.flags & F_ATOMIC_REQ) {
+			// Executed already: answered from the replay cache, never
+			// executed twice (too old to be remembered: dropped).
+			for (const auto &e : r->replay)
+				if (e.valid && e.psn == k.bth.psn) {
+					send_atomic_ack(qp, e.psn, e.orig);
+					break;
+				}
+		} else {
 			send_ack(qp);
+		}
 		return;
 	}
 	r->nak_sent = false;
@@ -873,7 +965,7 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 			r->epsn = psn_add(r->epsn, packets_for(k.reth.len, r->mtu));
 		else
 			r->epsn = psn_add(r->epsn, 1);
-		if (k.bth.ack_req && !(k.flags & F_READ_REQ))
+		if (k.bth.ack_req && !(k.flags & (F_READ_REQ | F_ATOMIC_REQ)))
 			send_ack(qp);
 		return;
 	case V_RNR:
@@ -1227,9 +1319,11 @@ static bool opcode_allowed(enum ibv_qp_type t, uint32_t op)
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		return t != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return t == IBV_QPT_RC;
 	default:
-		return false; // atomics, invalidation, windows: not carried yet
+		return false; // invalidation, windows: not carried yet
 	}
 }
 
@@ -1288,7 +1382,8 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 		RoceTx &t = r->tx[idx];
 		uint64_t len = sge_total(*w);
 		t = RoceTx{};
-		t.status = len > kMaxMsgSize ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+		t.status = len > kMaxMsgSize || (is_atomic(w->opcode) && len != 8) ? IBV_WC_LOC_LEN_ERR
+										  : IBV_WC_SUCCESS;
 		t.len = uint32_t(std::min<uint64_t>(len, kMaxMsgSize));
 		t.npkts = packets_for(t.len, r->mtu);
 		t.psn = r->sq_psn;
