@@ -2923,7 +2923,16 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		if (rs && s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
 		    rs->hdr->qps[ds].slot.load() == SLOT_LIVE) {
 			qp->remote_pid = rs->hdr->qps[ds].owner_pid;
-			qp->remote_start = process_start_time(qp->remote_pid);
+			// The start time the owner recorded in its process slot
+			// when it attached (no /proc read per connection); read
+			// from /proc only if the slot no longer names that pid.
+			uint32_t o = rs->hdr->qps[ds].owner;
+			const ProcEntry *pe = o < kMaxProcs ? &rs->hdr->procs[o] : nullptr;
+			qp->remote_start = pe && pe->in_use.load() && pe->pid == qp->remote_pid
+						   ? pe->start_time
+						   : 0;
+			if (!qp->remote_start)
+				qp->remote_start = process_start_time(qp->remote_pid);
 		}
 	}
 	if (next == IBV_QPS_ERR) {

@@ -7,10 +7,12 @@
 
 #include <infiniband/ib.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <netdb.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace ov::cm {
@@ -143,21 +145,50 @@ int to_rai(rdma_addrinfo &rai, const rdma_addrinfo &hints, const addrinfo &ai) n
 
 // ibacm: rdma-core asks the service for a route when it runs; here it is
 // only detected. With the service absent (its socket missing or refusing)
-// nothing is attached, exactly as rdma-core then does.
+// nothing is attached, exactly as rdma-core then does. rdma_resolve_route
+// asks on every call (rdma-core's ucma_set_ib_route), so the answer is kept
+// for a second: the service may start (or stop) later, and is seen within a
+// second of it, without a socket and a connect per connection.
+constexpr uint64_t kIbacmRecheckNs = 1000000000ull;
+
+uint64_t monotonic_ns() noexcept
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+bool probe_ibacm(const char *path) noexcept
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	sockaddr_un un = {};
+	un.sun_family = AF_UNIX;
+	strncpy(un.sun_path, path, sizeof(un.sun_path) - 1);
+	bool up = ::connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un)) == 0;
+	close(fd);
+	return up;
+}
+
 void ib_resolve(rdma_addrinfo &, const rdma_addrinfo &) noexcept
 {
 	static const char *const kSocket = "/run/ibacm-unix.sock";
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	// 0: never probed; else the time of the next probe. Racing threads may
+	// both probe: harmless.
+	static std::atomic<uint64_t> next_probe{0};
+	static std::atomic<bool> running{false};
+	uint64_t now = monotonic_ns();
+	uint64_t next = next_probe.load(std::memory_order_acquire);
+	if (next && now < next)
 		return;
-	sockaddr_un un = {};
-	un.sun_family = AF_UNIX;
-	strncpy(un.sun_path, kSocket, sizeof(un.sun_path) - 1);
-	if (::connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un)) == 0)
+	bool up = probe_ibacm(kSocket);
+	bool was = running.exchange(up, std::memory_order_relaxed);
+	next_probe.store(now + kIbacmRecheckNs, std::memory_order_release);
+	if (up && (!was || !next))
 		log::info("ibacm runs (%s) but its path queries are not used: the kernel resolves "
 			  "routes",
 			  kSocket);
-	close(fd);
 }
 
 } // namespace

@@ -758,19 +758,21 @@ int read_msg(int fd, Message &m)
 	return parse(buf, len, m) == ParseError::ok ? 1 : -1;
 }
 
+// One record per readiness report: the epoll set is level-triggered, so a
+// further record is reported again (no recv that only finds EAGAIN).
 void on_conn_readable(SoftId *s)
 {
-	while (s->cfd >= 0) {
-		Message m;
-		int r = read_msg(s->cfd, m);
-		if (r == 0)
-			return;
-		if (r < 0) {
-			peer_gone(s);
-			return;
-		}
-		on_message(s, m);
+	if (s->cfd < 0)
+		return;
+	Message m;
+	int r = read_msg(s->cfd, m);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		peer_gone(s);
+		return;
 	}
+	on_message(s, m);
 }
 
 void refuse(int fd, const Message &req, uint16_t reason)
@@ -896,7 +898,8 @@ int open_to_listener(uint16_t ps, const sockaddr *dst, int &fd_out)
 				close(fd);
 				continue;
 			}
-			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+			// A fresh socket has no other status flag to keep.
+			fcntl(fd, F_SETFL, O_NONBLOCK);
 			fd_out = fd;
 			return 0;
 		}
