@@ -226,7 +226,9 @@ struct PacketBuf {
 	uint8_t *payload() { return b + kMaxHeaderBytes; }
 };
 
-void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome)
+// An Acknowledge (or, with opcode kAtomicAck, an Atomic Acknowledge carrying
+// orig) for psn.
+void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome, uint64_t orig = 0)
 {
 	RoceQp *r = qp->roce;
 	Packet k;
@@ -236,6 +238,7 @@ void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome)
 	k.bth.psn = psn;
 	k.syndrome = syndrome;
 	k.msn = r->msn;
+	k.orig = orig;
 	PacketBuf pb;
 	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
 }
@@ -796,17 +799,7 @@ bool serve_read(SoftQp *qp, const Packet &k)
 
 void send_atomic_ack(SoftQp *qp, uint32_t psn, uint64_t orig)
 {
-	RoceQp *r = qp->roce;
-	Packet k;
-	k.bth.opcode = kRC | kAtomicAck;
-	k.flags = opcode_flags(k.bth.opcode);
-	k.bth.dqpn = qp->attr.dest_qp_num;
-	k.bth.psn = psn;
-	k.syndrome = kAethNoCredit;
-	k.msn = r->msn;
-	k.orig = orig;
-	PacketBuf pb;
-	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+	send_aeth(qp, kAtomicAck, psn, kAethNoCredit, orig);
 }
 
 enum Verdict { V_DONE, V_RNR, V_NAK_INV, V_NAK_ACCESS, V_NAK_OP, V_DROP };

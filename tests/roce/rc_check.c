@@ -1,0 +1,290 @@
+/* A reliable-connection check for lossy links: every transfer must complete
+ * exactly once, in order, with its bytes intact. Run as a server/client pair
+ * (the client gets the server's address last, like ibv_rc_pingpong):
+ *
+ *   rc_check -d DEV -g GID_INDEX -p PORT [-n COUNT] [-s SIZE] [SERVER]
+ *
+ * 1. SENDs: the client sends COUNT messages of SIZE bytes, message i filled
+ *    from a generator seeded with i; the server's i-th receive completion must
+ *    hold message i (order, no loss, no duplicate, bytes).
+ * 2. RDMA WRITE then RDMA READ: the client writes COUNT regions of SIZE bytes
+ *    into the server's buffer (region i seeded with 1000 + i) and reads each
+ *    back into a second buffer; both copies must match.
+ * 3. Atomics: COUNT fetch-and-adds of 1 on a server counter must return 0 ..
+ *    COUNT-1 in order, then a compare-and-swap of COUNT for 0 must find COUNT
+ *    (an atomic executed twice would show).
+ * The connection data goes over TCP, and both sides meet over TCP again at the
+ * end, so neither destroys its QP while the other still waits for an ACK.
+ * Exit status 0 when everything checked out. */
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct conn {
+	uint32_t qpn, psn, rkey, pad;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+static void die(const char *what)
+{
+	fprintf(stderr, "rc_check: %s\n", what);
+	exit(1);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static int tcp_connect(const char *host, int port)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	if (s < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		die("bad server address");
+	for (int i = 0; i < 100; i++) {
+		if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return s;
+		usleep(100000);
+	}
+	die("cannot connect");
+	return -1;
+}
+
+static int tcp_accept(int port)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
+		die("cannot listen");
+	int s = accept(l, NULL, NULL);
+	close(l);
+	if (s < 0)
+		die("accept");
+	return s;
+}
+
+static void xfer(int s, void *out, void *in, size_t n)
+{
+	if (write(s, out, n) != (ssize_t)n)
+		die("tcp write");
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(s, (char *)in + got, n - got);
+		if (r <= 0)
+			die("tcp read");
+		got += (size_t)r;
+	}
+}
+
+static struct ibv_wc wait_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	int n;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		;
+	if (n < 0)
+		die("poll_cq");
+	if (wc.status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "rc_check: completion %llu failed: %s\n", (unsigned long long)wc.wr_id,
+			ibv_wc_status_str(wc.status));
+		exit(1);
+	}
+	return wc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev_name = NULL;
+	int gidx = 0, port = 18515, count = 200, opt;
+	size_t size = 65536;
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:")) != -1) {
+		switch (opt) {
+		case 'd': dev_name = optarg; break;
+		case 'g': gidx = atoi(optarg); break;
+		case 'p': port = atoi(optarg); break;
+		case 'n': count = atoi(optarg); break;
+		case 's': size = (size_t)strtoul(optarg, NULL, 0); break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [SERVER]");
+		}
+	}
+	const char *server = optind < argc ? argv[optind] : NULL;
+	int ndev;
+	struct ibv_device **list = ibv_get_device_list(&ndev);
+	struct ibv_device *dev = NULL;
+	for (int i = 0; list && i < ndev; i++)
+		if (!dev_name || !strcmp(ibv_get_device_name(list[i]), dev_name))
+			dev = list[i];
+	if (!dev)
+		die("no such device");
+	struct ibv_context *ctx = ibv_open_device(dev);
+	if (!ctx)
+		die("open_device");
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 2 * count + 16, NULL, NULL, 0);
+	/* [0, count*size): send/write target; then count*size read-back; then the counter */
+	size_t bytes = 2 * (size_t)count * size + 64;
+	uint8_t *buf = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+	memset(buf, 0, bytes);
+	uint64_t *counter = (uint64_t *)(buf + 2 * (size_t)count * size);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, bytes,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	if (!pd || !cq || !mr)
+		die("pd/cq/mr");
+	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = {.max_send_wr = (uint32_t)count + 8,
+					       .max_recv_wr = (uint32_t)count + 8,
+					       .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = ibv_create_qp(pd, &qia);
+	if (!qp)
+		die("create_qp");
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_REMOTE_ATOMIC};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("INIT");
+	if (!server) /* receives first: the client starts sending at once */
+		for (int i = 0; i < count; i++) {
+			struct ibv_sge sge = {(uintptr_t)(buf + (size_t)i * size), (uint32_t)size, mr->lkey};
+			struct ibv_recv_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1}, *bad;
+			if (ibv_post_recv(qp, &wr, &bad))
+				die("post_recv");
+		}
+	struct ibv_port_attr pa;
+	ibv_query_port(ctx, 1, &pa);
+	struct conn me = {.qpn = qp->qp_num, .psn = (uint32_t)(getpid() & 0xffffff),
+			  .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
+	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
+		die("query_gid");
+	int s = server ? tcp_connect(server, port) : tcp_accept(port);
+	xfer(s, &me, &peer, sizeof(me));
+	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = pa.active_mtu,
+				 .dest_qp_num = peer.qpn, .rq_psn = peer.psn, .max_dest_rd_atomic = 16,
+				 .min_rnr_timer = 12,
+				 .ah_attr = {.is_global = 1, .port_num = 1,
+					     .grh = {.dgid = peer.gid, .sgid_index = (uint8_t)gidx,
+						     .hop_limit = 64}}};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("RTR");
+	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 7, .sq_psn = me.psn, .max_rd_atomic = 16};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("RTS");
+	char sync = 's', got;
+	xfer(s, &sync, &got, 1); /* both in RTS */
+	int bad_count = 0;
+	uint8_t *want = malloc(size);
+	if (!server) {
+		for (int i = 0; i < count; i++) {
+			struct ibv_wc wc = wait_one(cq);
+			fill(want, size, (uint32_t)i);
+			if (wc.opcode != IBV_WC_RECV || wc.wr_id != (uint64_t)i || wc.byte_len != size ||
+			    memcmp(buf + (size_t)i * size, want, size)) {
+				fprintf(stderr, "rc_check: receive %d: wr_id %llu, %u bytes, %s\n", i,
+					(unsigned long long)wc.wr_id, wc.byte_len,
+					memcmp(buf + (size_t)i * size, want, size) ? "bytes differ"
+										   : "bytes ok");
+				bad_count++;
+			}
+		}
+		printf("sends: %d messages of %zu bytes received in order, %d wrong\n", count, size,
+		       bad_count);
+	} else {
+		uint8_t *src = buf + (size_t)count * size;
+		/* 1. SENDs (one at a time from the second half of the buffer). */
+		for (int i = 0; i < count; i++) {
+			fill(src, size, (uint32_t)i);
+			struct ibv_sge sge = {(uintptr_t)src, (uint32_t)size, mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
+						 .opcode = IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+			if (ibv_post_send(qp, &wr, &badwr))
+				die("post_send");
+			wait_one(cq);
+		}
+		/* 2. WRITE each region, READ it back. */
+		for (int i = 0; i < count; i++) {
+			fill(src, size, 1000u + (uint32_t)i);
+			struct ibv_sge sge = {(uintptr_t)src, (uint32_t)size, mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1,
+						 .opcode = IBV_WR_RDMA_WRITE,
+						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+			wr.wr.rdma.remote_addr = peer.addr + (uint64_t)i * size;
+			wr.wr.rdma.rkey = peer.rkey;
+			if (ibv_post_send(qp, &wr, &badwr))
+				die("post_send write");
+			wait_one(cq);
+			memset(buf, 0, size);
+			struct ibv_sge rs = {(uintptr_t)buf, (uint32_t)size, mr->lkey};
+			wr.sg_list = &rs;
+			wr.opcode = IBV_WR_RDMA_READ;
+			if (ibv_post_send(qp, &wr, &badwr))
+				die("post_send read");
+			struct ibv_wc wc = wait_one(cq);
+			if (wc.byte_len != size || memcmp(buf, src, size)) {
+				fprintf(stderr, "rc_check: region %d read back wrong\n", i);
+				bad_count++;
+			}
+		}
+		printf("writes: %d regions of %zu bytes written and read back, %d wrong\n", count,
+		       size, bad_count);
+		/* 3. Atomics on the server's counter. */
+		uint64_t *res = (uint64_t *)(buf + 2 * (size_t)count * size + 8);
+		uint64_t raddr = peer.addr + 2 * (uint64_t)count * size;
+		for (int i = 0; i <= count; i++) {
+			struct ibv_sge sge = {(uintptr_t)res, 8, mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1,
+						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+			wr.opcode = i < count ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+			wr.wr.atomic.remote_addr = raddr;
+			wr.wr.atomic.rkey = peer.rkey;
+			wr.wr.atomic.compare_add = i < count ? 1 : (uint64_t)count;
+			wr.wr.atomic.swap = 0;
+			*res = ~0ull;
+			if (ibv_post_send(qp, &wr, &badwr))
+				die("post_send atomic");
+			wait_one(cq);
+			if (*res != (uint64_t)(i < count ? i : count)) {
+				fprintf(stderr, "rc_check: atomic %d returned %llu\n", i,
+					(unsigned long long)*res);
+				bad_count++;
+				break;
+			}
+		}
+		printf("atomics: %d fetch-and-adds and a compare-and-swap, %s\n", count,
+		       bad_count ? "wrong" : "every value as expected");
+	}
+	char done = bad_count ? 'x' : 'd';
+	xfer(s, &done, &got, 1); /* nobody destroys a QP the other still needs */
+	if (got != 'd')
+		bad_count++;
+	if (!server && *counter != 0) {
+		fprintf(stderr, "rc_check: counter ends at %llu, not 0\n", (unsigned long long)*counter);
+		bad_count++;
+	}
+	close(s);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return bad_count ? 1 : 0;
+}
