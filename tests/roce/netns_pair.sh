@@ -8,8 +8,10 @@
 #
 #   netns_pair.sh LIBDIR TIMEOUT PROGRAM [ARGS...]
 #
-# The client gets the server's address appended. In ARGS, "%GID%" is the GID
-# index of the IPv4 address (1: openverbs-soft(7), GID table) and "%PORT%"
+# The client gets the server's IPv4 address appended (the programs' own TCP
+# exchange). In ARGS, "%GID%" is the GID index of the IPv4 address (1:
+# openverbs-roce(7), GID table), "%GIDLL%" the link-local default GID (0),
+# "%GID6%" the ULA address fd00:231::1 or ::2 (2), and "%PORT%"
 # the TCP port of the programs' own exchange. OPENVERBS_SOFT_ROCE_LOSS (percent)
 # passes through: each side drops that share of the datagrams it receives.
 # OVROCE_MALFORMED=1 (with VERBS_LOG_LEVEL=3): malformed datagrams of each
@@ -38,12 +40,20 @@ ip netns add $nsa && ip netns add $nsb || { echo "SKIP: no network namespaces"; 
 ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
 ip link set $va netns $nsa && ip link set $vb netns $nsb || exit 1
 ip -n $nsa addr add 10.231.0.1/24 dev $va && ip -n $nsb addr add 10.231.0.2/24 dev $vb || exit 1
+# IPv6: no duplicate address detection, so that the link-local and the ULA
+# addresses are usable (as sources) at once.
+ip netns exec $nsa sysctl -qw net.ipv6.conf.$va.accept_dad=0 2>/dev/null
+ip netns exec $nsb sysctl -qw net.ipv6.conf.$vb.accept_dad=0 2>/dev/null
+ip -n $nsa addr add fd00:231::1/64 dev $va nodad 2>/dev/null
+ip -n $nsb addr add fd00:231::2/64 dev $vb nodad 2>/dev/null
 for n in $nsa $nsb; do ip -n $n link set lo up; done
 ip -n $nsa link set $va up && ip -n $nsb link set $vb up || exit 1
 
 port=18515
 args=""
-for a in "$@"; do args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%GID%/1/g")"; done
+for a in "$@"; do
+  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
+done
 # shellcheck disable=SC2086
 set -- $args
 run_as_user() { # NS IFNAME PROGRAM...
