@@ -8,9 +8,16 @@
 #   - anchors measured in the same run: single-thread memcpy bandwidth
 #     (soft_memcpy_bw) and UCX's shared-memory transport (ucx_perftest with
 #     UCX_TLS=posix,self, Debian's libraries): ucp_put_lat 8 B, ucp_put_bw.
+#   - qperf (Debian's) on soft0, polling (-cp1): rc_lat and
+#     rc_rdma_write_lat (1 B, qperf's default), in the same rounds as
+#     ib_write_lat;
+#   - ibv_reg_mr + ibv_dereg_mr on soft0 of touched private memory
+#     (soft_reg_cost: median pair), 1 GiB and 4 KiB.
 # Targets (issue 4): write_lat <= 1.0 us, send/read_lat <= 1.5 us,
 # write_bw(64K) >= 10 GB/s, write_bw(1M) >= 0.5 x memcpy(1M),
-# bandwidth >= 0.8 x UCX, latency <= 2 x UCX.
+# bandwidth >= 0.8 x UCX, latency <= 2 x UCX. Issue 14: qperf rc_lat and
+# rc_rdma_write_lat <= 0.3 us and <= 2 x ib_write_lat (ratio per round,
+# median); reg+dereg 1 GiB <= 100 ms, 4 KiB <= 20 us.
 #   usage: bench/soft/run.sh BUILD_DIR
 set -u
 B=${1:-build}
@@ -42,8 +49,19 @@ ucx_pair() {
   wait $s
 }
 lat() { awk '/^ *#bytes/ {getline; print $5; exit}' "$1"; }           # t_typical, us
+avg() { awk '/^ *#bytes/ {getline; print $6; exit}' "$1"; }           # t_avg, us
 bw() { awk '/^ *#bytes/ {getline; printf "%.2f", $4/1000; exit}' "$1"; } # GB/s
 ucx_lat() { awk '/^Final:/ {print $3}' "$1"; }
+# qperf_pair OUTFILE TEST...: qperf server + client on soft0, latencies in ns (-uu).
+qperf_pair() {
+  out=$1; shift; p=$(port)
+  env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 timeout 120 qperf -lp "$p" > "$tmp/qsrv" 2>&1 &
+  s=$!; wait_listen "$p"
+  env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 timeout 120 qperf -lp "$p" localhost -cp1 -uu -t 2 "$@" > "$out" 2>&1
+  kill $s 2>/dev/null; wait $s 2>/dev/null
+}
+# qperf_lat FILE TEST: that test's latency in us.
+qperf_lat() { awk -v t="$2:" '$1 == t {getline; if ($4 == "ns") printf "%.3f", $3 / 1000; else if ($4 == "us") print $3; exit}' "$1"; }
 ucx_bw() { awk '/^Final:/ {printf "%.2f", $6/1000}' "$1"; } # BW average
 
 echo "openverbs soft device benchmarks ($(date -u +%FT%TZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -58,10 +76,13 @@ mc1m=$("$B/bin/soft_memcpy_bw" 1048576 | cut -d' ' -f2)
 # both met the same machine), median over the rounds; the ratio of the
 # fastest run of each side (best of rounds) is printed for information.
 med() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-wls= sls= rls= uls=
+wls= sls= rls= uls= qls= qwls= was=
 r=0
 while [ $r -lt "$ROUNDS" ]; do
   pair "$tmp/wl" ib_write_lat -s 8 -n "$ITERS"
+  qperf_pair "$tmp/ql" rc_lat rc_rdma_write_lat
+  qls="$qls $(qperf_lat "$tmp/ql" rc_lat)"; qwls="$qwls $(qperf_lat "$tmp/ql" rc_rdma_write_lat)"
+  was="$was $(avg "$tmp/wl")"
   ucx_pair "$tmp/ul" -t ucp_put_lat -s 8 -n 100000
   pair "$tmp/sl" ib_send_lat -s 8 -n "$ITERS"
   pair "$tmp/rl" ib_read_lat -s 8 -n "$ITERS"
@@ -74,17 +95,34 @@ pair "$tmp/wb1m" ib_write_bw -s 1048576 -n 2000
 ucx_pair "$tmp/ub64" -t ucp_put_bw -s 65536 -n 20000
 ucx_pair "$tmp/ub1m" -t ucp_put_bw -s 1048576 -n 2000
 
+# Registration: 1 GiB (3 pairs) and 4 KiB (2001 pairs), medians.
+regs=$(env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 "$B/bin/soft_reg_cost" 1073741824 3)
+reg1g=$(echo "$regs" | awk '{printf "%.3f", $5 / 1000}')   # ms
+regs=$(env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_DEVICES=1 "$B/bin/soft_reg_cost" 4096 2001)
+reg4k=$(echo "$regs" | awk '{print $5}')                   # us
 wl=$(echo "$wls" | med); sl=$(echo "$sls" | med); rl=$(echo "$rls" | med)
 ul=$(echo "$uls" | med)
 wb64=$(bw "$tmp/wb64"); wb1m=$(bw "$tmp/wb1m")
 ub64=$(ucx_bw "$tmp/ub64"); ub1m=$(ucx_bw "$tmp/ub1m")
+ql=$(echo "$qls" | med); qwl=$(echo "$qwls" | med)
 echo "latency rounds (us): ib_write_lat$wls | UCX put_lat$uls | ib_send_lat$sls | ib_read_lat$rls"
-for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m; do
+echo "qperf rounds (us, mean of the run): rc_lat$qls | rc_rdma_write_lat$qwls | ib_write_lat t_avg$was"
+for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m ql qwl reg1g reg4k; do
   eval "x=\${$v}"; [ -n "$x" ] || { echo "missing result: $v (logs in $tmp)"; cat "$tmp"/*; trap - EXIT; exit 1; }
 done
-python3 - "$wl" "$sl" "$rl" "$wb64" "$wb1m" "$ul" "$ub64" "$ub1m" "$mc64" "$mc1m" "$wls" "$uls" <<'PY'
+python3 - "$wl" "$sl" "$rl" "$wb64" "$wb1m" "$ul" "$ub64" "$ub1m" "$mc64" "$mc1m" "$wls" "$uls" \
+  "$ql" "$qwl" "$reg1g" "$reg4k" "$qls" "$qwls" "$was" <<'PY'
 import statistics, sys
 wl, sl, rl, wb64, wb1m, ul, ub64, ub1m, mc64, mc1m = map(float, sys.argv[1:11])
+ql, qwl, reg1g, reg4k = map(float, sys.argv[13:17])
+# qperf against ib_write_lat: the ratio of each round, median. qperf
+# reports the mean latency of its run, so it is judged against perftest's
+# mean (t_avg) of the same round; against perftest's t_typical (median,
+# which leaves out the scheduling stalls of a loaded host) for information.
+def per_round(ours, anchor):
+    return statistics.median(float(a) / float(b) for a, b in zip(ours.split(), anchor.split()))
+qr, qwr = per_round(sys.argv[17], sys.argv[19]), per_round(sys.argv[18], sys.argv[19])
+qr_t, qwr_t = per_round(sys.argv[17], sys.argv[11]), per_round(sys.argv[18], sys.argv[11])
 # Latency against UCX: the ratio of each round (ours and UCX ran back to
 # back), median over the rounds.
 ratios = [float(a) / float(b) for a, b in zip(sys.argv[11].split(), sys.argv[12].split())]
@@ -104,9 +142,17 @@ rows = [
   ("write_lat / UCX put_lat (best of rounds)", best, "(information)", True),
   ("write_bw 64K / UCX put_bw (%.2f GB/s)" % ub64, wb64 / ub64, ">= 0.8", wb64 / ub64 >= 0.8),
   ("write_bw 1M / UCX put_bw (%.2f GB/s)" % ub1m, wb1m / ub1m, ">= 0.8", wb1m / ub1m >= 0.8),
+  ("qperf rc_lat median (us)", ql, "<= 0.3", ql <= 0.3),
+  ("qperf rc_rdma_write_lat median (us)", qwl, "<= 0.3", qwl <= 0.3),
+  ("qperf rc_lat / ib_write_lat t_avg (per round)", qr, "<= 2.0", qr <= 2.0),
+  ("qperf rc_rdma_write_lat / ib_write_lat t_avg", qwr, "<= 2.0", qwr <= 2.0),
+  ("qperf rc_lat / ib_write_lat t_typical", qr_t, "(information)", True),
+  ("qperf rc_rdma_write_lat / ib_write_lat t_typical", qwr_t, "(information)", True),
+  ("reg+dereg 1 GiB touched (ms)", reg1g, "<= 100", reg1g <= 100),
+  ("reg+dereg 4 KiB (us)", reg4k, "<= 20", reg4k <= 20),
 ]
-print("%-42s %10s  %-30s %s" % ("measure", "value", "target", "met"))
+print("%-50s %10s  %-30s %s" % ("measure", "value", "target", "met"))
 for name, v, t, ok in rows:
-    print("%-42s %10.3f  %-30s %s" % (name, v, t, "yes" if ok else "NO"))
+    print("%-50s %10.3f  %-30s %s" % (name, v, t, "yes" if ok else "NO"))
 print("memcpy single thread: 64 KiB %.2f GB/s, 1 MiB %.2f GB/s; UCX put_lat median %.3f us" % (mc64, mc1m, ul))
 PY
