@@ -301,7 +301,9 @@ SoftId *by_handle(uint32_t h)
 	return it == g_ids.end() ? nullptr : it->second;
 }
 
-uint64_t add_item(Source *src, int fd, Item item)
+// registered: fd is in the epoll set already (under a key dropped from
+// g_items): it is re-keyed in place (EPOLL_CTL_MOD) instead of added.
+uint64_t add_item(Source *src, int fd, Item item, bool registered = false)
 {
 	uint64_t key = g_next_key++;
 	item.src = src;
@@ -309,7 +311,7 @@ uint64_t add_item(Source *src, int fd, Item item)
 	epoll_event ev{};
 	ev.events = EPOLLIN;
 	ev.data.u64 = key;
-	epoll_ctl(src->epfd, EPOLL_CTL_ADD, fd, &ev);
+	epoll_ctl(src->epfd, registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
 	return key;
 }
 
@@ -791,21 +793,21 @@ void refuse(int fd, const Message &req, uint16_t reason)
 // A request arrived on a connection accepted by listener `l`.
 void on_request(Source *src, SoftId *l, int fd, const Message &m);
 
+// One connection per readiness report (level-triggered: a further one is
+// reported again; no accept that only finds EAGAIN).
 void on_listen_readable(Source *src, SoftId *l)
 {
-	for (;;) {
-		int fd = accept4(l->lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		if (!peer_is_us(fd)) {
-			close(fd);
-			continue;
-		}
-		Item it{Item::pending};
-		it.fd = fd;
-		it.listener = l;
-		add_item(src, fd, it);
+	int fd = accept4(l->lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!peer_is_us(fd)) {
+		close(fd);
+		return;
 	}
+	Item it{Item::pending};
+	it.fd = fd;
+	it.listener = l;
+	add_item(src, fd, it);
 }
 
 void drop_pending_of(SoftId *l)
@@ -828,8 +830,9 @@ void on_pending_readable(Source *src, uint64_t key)
 	int r = read_msg(it.fd, m);
 	if (r == 0)
 		return;
-	uint64_t k = key;
-	remove_item(src, it.fd, k);
+	// The fd stays in the epoll set: on_request re-keys it as the
+	// connection's, or closes it (which takes it out of the set).
+	g_items.erase(key);
 	if (r < 0 || (m.type != MsgType::req && m.type != MsgType::sidr_req)) {
 		close(it.fd);
 		return;
@@ -1603,7 +1606,7 @@ void on_request(Source *src, SoftId *l, int fd, const Message &m)
 		s->dst_device = device_for(reinterpret_cast<sockaddr *>(&remote));
 	}
 	s->cfd = fd;
-	s->ckey = add_item(src, fd, Item{Item::conn, s});
+	s->ckey = add_item(src, fd, Item{Item::conn, s}, true); // still in the set (pending)
 	s->st = St::req_rcvd;
 	RawEvent e = make_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	e.handle = s->handle;
