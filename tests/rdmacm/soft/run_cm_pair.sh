@@ -9,6 +9,8 @@
 # binds /dev/shm/openverbs-<uid>/cm/<ps>-<port>-<addr> when it listens), or
 # with --tcp-port, once the server listens on that TCP port (programs that
 # meet first over a socket of their own, as libfabric's fi_pingpong does).
+# --tcp-port auto picks a port nobody listens on (runs on one host share the
+# network namespace) and passes it to both commands as $OV_TCP_PORT.
 # Passes when both exit 0 within TIMEOUT seconds. (A program that exits
 # without destroying its listening id leaves its socket path behind, as fio's
 # server does; the software CM reclaims such a path at the next bind, so it
@@ -30,13 +32,25 @@ while [ $# -gt 0 ]; do
   shift
 done
 dir="/dev/shm/openverbs-$(id -u)/cm"
+# Whether something listens on TCP port $1 (state 0A in /proc/net/tcp{,6}).
+listening() {
+  hex=$(printf '%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+    awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }'
+}
+if [ "$tcp_port" = auto ]; then
+  i=0
+  while :; do
+    tcp_port=$(( $(od -An -N2 -tu2 /dev/urandom) % 20000 + 40000 ))
+    listening "$tcp_port" || break
+    i=$((i + 1)); [ $i -lt 50 ] || { echo "FAIL: no free TCP port"; exit 1; }
+  done
+fi
+export OV_TCP_PORT="$tcp_port"
 # Whether the server is ready for the client.
 ready() {
   if [ -n "$tcp_port" ]; then
-    # A listening socket (state 0A) on the port, in /proc/net/tcp or tcp6.
-    hex=$(printf '%04X' "$tcp_port")
-    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
-      awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }'
+    listening "$tcp_port"
   else
     ls "$dir" 2>/dev/null | grep -q -- '-'
   fi
