@@ -466,6 +466,21 @@ void add_soft_devices(unsigned n, const std::string &sysfs_root, SysfsDevList &o
 	}
 }
 
+// The node GUID a RoCE device reports: the EUI-64 of its interface's MAC
+// (<sysfs>/class/net/IFNAME/address), or 0 when it cannot be read.
+static uint64_t interface_eui64(const std::string &sysfs_root, const std::string &ifname)
+{
+	char buf[64];
+	std::string path = sysfs_root + "/class/net/" + ifname + "/address";
+	unsigned m[6];
+	if (read_attr_at(AT_FDCWD, path.c_str(), buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
+		return 0;
+	uint64_t g = uint64_t(m[0] ^ 2) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 |
+		     uint64_t(0xfffe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+	return g;
+}
+
 void add_soft_roce_devices(const std::vector<std::string> &ifnames, const std::string &sysfs_root,
 			   SysfsDevList &out)
 {
@@ -473,10 +488,11 @@ void add_soft_roce_devices(const std::vector<std::string> &ifnames, const std::s
 	for (const auto &ifname : ifnames) {
 		char name[32];
 		snprintf(name, sizeof(name), OPENVERBS_SOFT_ROCE_NAME "%u", i);
-		// The provider reports the interface's EUI-64; this one only
-		// names the entry until then.
+		// The EUI-64 of the interface's MAC, as the provider reports it
+		// (rxe does the same); a placeholder when the interface is absent.
+		uint64_t guid = interface_eui64(sysfs_root, ifname);
 		SysfsDevPtr dev = soft_entry(name, sysfs_root, VSYSFS_SOFT_ROCE,
-					     (uint64_t{0x4f56} << 48) | (uint64_t{1} << 40) | i);
+					     guid ? guid : (uint64_t{0x4f56} << 48) | (uint64_t{1} << 40) | i);
 		if (!dev)
 			return;
 		snprintf(dev->modalias, sizeof(dev->modalias), OPENVERBS_SOFT_ROCE_MODALIAS "%s",

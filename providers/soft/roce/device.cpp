@@ -94,7 +94,7 @@ int roce_segment_name(const SoftDevice *dev, char *buf, size_t len)
 	return 0;
 }
 
-static void eui64(const uint8_t mac[6], uint8_t out[8])
+static void eui64(const uint8_t mac[6], uint8_t *out)
 {
 	out[0] = mac[0] ^ 2;
 	out[1] = mac[1];
@@ -106,9 +106,7 @@ static void eui64(const uint8_t mac[6], uint8_t out[8])
 	out[7] = mac[5];
 }
 
-// Interface facts and GID table: index 0 is the default GID fe80::EUI-64
-// (as every RoCE device has), then each IPv4 address (IPv4-mapped), then the
-// other IPv6 addresses, all RoCE v2.
+// Interface facts: MTU, MAC (and the EUI-64 node GUID), up and running.
 static int read_interface(RoceCtx *rc)
 {
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -131,21 +129,30 @@ static int read_interface(RoceCtx *rc)
 	rc->guid = 0;
 	for (int i = 0; i < 8; i++)
 		rc->guid = (rc->guid << 8) | e[i];
-	rc->ngids = 0;
-	RoceGid &d = rc->gids[rc->ngids++];
-	memset(&d, 0, sizeof(d));
+	return 0;
+}
+
+// The GIDs the interface's addresses give, in table order: the default GID
+// fe80::EUI-64 (as every RoCE device has), each IPv4 address (IPv4-mapped),
+// the other IPv6 addresses; all RoCE v2. Returns how many (at most max).
+static uint32_t interface_gids(const RoceCtx *rc, RoceGid *out, uint32_t max)
+{
+	uint32_t n = 0;
+	RoceGid d = {};
 	d.gid.raw[0] = 0xfe;
 	d.gid.raw[1] = 0x80;
-	memcpy(d.gid.raw + 8, e, 8);
+	eui64(rc->mac, d.gid.raw + 8);
+	d.valid = true;
+	out[n++] = d;
 	struct ifaddrs *ifa = nullptr;
 	if (getifaddrs(&ifa) != 0)
-		return 0; // the default GID alone
+		return n; // the default GID alone
 	for (int pass = 0; pass < 2; pass++) {
 		for (struct ifaddrs *a = ifa; a; a = a->ifa_next) {
-			if (!a->ifa_addr || strcmp(a->ifa_name, rc->ifname) != 0 ||
-			    rc->ngids >= kRoceMaxGids)
+			if (!a->ifa_addr || strcmp(a->ifa_name, rc->ifname) != 0 || n >= max)
 				continue;
 			RoceGid g = {};
+			g.valid = true;
 			if (pass == 0 && a->ifa_addr->sa_family == AF_INET) {
 				auto *sin = reinterpret_cast<struct sockaddr_in *>(a->ifa_addr);
 				g.gid.raw[10] = g.gid.raw[11] = 0xff;
@@ -159,11 +166,52 @@ static int read_interface(RoceCtx *rc)
 			} else {
 				continue;
 			}
-			rc->gids[rc->ngids++] = g;
+			out[n++] = g;
 		}
 	}
 	freeifaddrs(ifa);
-	return 0;
+	return n;
+}
+
+// Brings the GID table up to date with the interface's addresses, keeping
+// every GID that is still there at its index (QPs and AHs name them by
+// index, as with a kernel device): a removed address leaves an empty slot,
+// a new one takes the first empty slot. At most once a second unless forced.
+// Takes rc->lock.
+void roce_refresh_gids(RoceCtx *rc, bool force)
+{
+	uint64_t now = now_ns();
+	if (!force && now - rc->gids_read_ns.load(std::memory_order_relaxed) < 1000000000ull)
+		return;
+	RoceGid fresh[kRoceMaxGids];
+	uint32_t n = interface_gids(rc, fresh, kRoceMaxGids);
+	pthread_mutex_lock(&rc->lock);
+	rc->gids_read_ns.store(now, std::memory_order_relaxed);
+	bool seen[kRoceMaxGids] = {};
+	for (uint32_t i = 0; i < rc->ngids; i++) {
+		RoceGid &g = rc->gids[i];
+		bool still = false;
+		for (uint32_t j = 0; j < n && !still; j++)
+			if (!seen[j] && memcmp(fresh[j].gid.raw, g.gid.raw, 16) == 0)
+				still = seen[j] = true;
+		if (g.valid && !still)
+			g = RoceGid{}; // gone: an empty slot
+	}
+	for (uint32_t j = 0; j < n; j++) {
+		if (seen[j])
+			continue;
+		uint32_t slot = 0;
+		while (slot < kRoceMaxGids && slot < rc->ngids && rc->gids[slot].valid)
+			slot++;
+		if (slot >= kRoceMaxGids)
+			break;
+		rc->gids[slot] = fresh[j];
+		if (slot >= rc->ngids)
+			rc->ngids = slot + 1;
+	}
+	while (rc->ngids && !rc->gids[rc->ngids - 1].valid)
+		rc->ngids--;
+	pthread_mutex_unlock(&rc->lock);
 }
 
 static int open_socket(RoceCtx *rc)
@@ -230,6 +278,8 @@ int roce_open(SoftContext *ctx, const SoftDevice *dev)
 	pthread_mutex_init(&rc->rx_lock, nullptr);
 	rc->rx_bufs = static_cast<uint8_t *>(malloc(size_t(kRoceBatch) * kRoceMaxDatagram));
 	int e = !rc->rx_bufs ? ENOMEM : rc->ifindex ? read_interface(rc) : ENODEV;
+	if (!e)
+		roce_refresh_gids(rc, true);
 	if (!e)
 		e = open_socket(rc);
 	if (!e) {
@@ -300,10 +350,13 @@ int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid
 	RoceCtx *rc = ctx->roce;
 	if (!gid || port != 1 || index < 0 || uint32_t(index) >= kRoceMaxGids)
 		return EINVAL;
-	if (uint32_t(index) >= rc->ngids)
+	roce_refresh_gids(rc, false);
+	pthread_mutex_lock(&rc->lock);
+	if (uint32_t(index) >= rc->ngids || !rc->gids[index].valid)
 		memset(gid, 0, sizeof(*gid)); // an empty slot, as sysfs shows it
 	else
 		*gid = rc->gids[index].gid;
+	pthread_mutex_unlock(&rc->lock);
 	return 0;
 }
 
@@ -313,10 +366,15 @@ int roce_query_gid_entry(SoftContext *ctx, uint32_t port, uint32_t index,
 	RoceCtx *rc = ctx->roce;
 	if (port != 1 || index >= kRoceMaxGids)
 		return EINVAL;
-	if (index >= rc->ngids)
+	roce_refresh_gids(rc, false);
+	pthread_mutex_lock(&rc->lock);
+	bool valid = index < rc->ngids && rc->gids[index].valid;
+	union ibv_gid gid = valid ? rc->gids[index].gid : ibv_gid{};
+	pthread_mutex_unlock(&rc->lock);
+	if (!valid)
 		return ENODATA;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid = rc->gids[index].gid;
+	entry->gid = gid;
 	entry->gid_index = index;
 	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -375,14 +433,24 @@ static int roce_query_device_ex(struct ibv_context *context,
 
 // ------------------------------------------------------------------ AH, QPs
 
+// Caller holds rc->lock.
 static bool av_ok(RoceCtx *rc, const struct ibv_ah_attr &ah)
 {
-	return ah.is_global && ah.port_num <= 1 && ah.grh.sgid_index < rc->ngids;
+	return ah.is_global && ah.port_num <= 1 && ah.grh.sgid_index < rc->ngids &&
+	       rc->gids[ah.grh.sgid_index].valid;
 }
 
 static struct ibv_ah *roce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	if (!pd || !attr || !av_ok(to_sctx(pd->context)->roce, *attr)) {
+	RoceCtx *rc = pd && attr ? to_sctx(pd->context)->roce : nullptr;
+	if (rc)
+		roce_refresh_gids(rc, false);
+	if (rc)
+		pthread_mutex_lock(&rc->lock);
+	bool ok = rc && av_ok(rc, *attr);
+	if (rc)
+		pthread_mutex_unlock(&rc->lock);
+	if (!ok) {
 		errno = EINVAL;
 		return nullptr;
 	}
@@ -468,20 +536,25 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	RoceCtx *rc = qp->ctx->roce;
 	if (!attr)
 		return EINVAL;
-	if ((mask & IBV_QP_AV) && !av_ok(rc, attr->ah_attr))
-		return EINVAL; // RoCE addresses need the GRH: a GID of ours, the peer's
 	if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu > rc->active_mtu)
 		return EINVAL;
+	if (mask & IBV_QP_AV)
+		roce_refresh_gids(rc, false);
 	struct ibv_qp_attr a = *attr;
 	if (mask & IBV_QP_AV) {
 		a.ah_attr.port_num = 1;
 		a.ah_attr.grh.sgid_index = 0;
 	}
-	if ((mask & IBV_QP_AV) &&
-	    rc->gids[attr->ah_attr.grh.sgid_index].v4 !=
-		    (memcmp(attr->ah_attr.grh.dgid.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0))
-		return EINVAL; // IPv4 to IPv4, IPv6 to IPv6
 	pthread_mutex_lock(&rc->lock);
+	// RoCE addresses need the GRH: a GID of ours, the peer's; IPv4 to IPv4,
+	// IPv6 to IPv6.
+	if ((mask & IBV_QP_AV) &&
+	    (!av_ok(rc, attr->ah_attr) ||
+	     rc->gids[attr->ah_attr.grh.sgid_index].v4 !=
+		     (memcmp(attr->ah_attr.grh.dgid.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0))) {
+		pthread_mutex_unlock(&rc->lock);
+		return EINVAL;
+	}
 	auto cur = static_cast<enum ibv_qp_state>(qp->entry->state.load());
 	int e = soft_context_ops().modify_qp(ibqp, &a, mask);
 	if (!e) {

@@ -37,7 +37,8 @@ inline constexpr size_t kRoceMaxDatagram = 8192; // larger ones are dropped
 
 struct RoceGid {
 	union ibv_gid gid;
-	bool v4; // IPv4-mapped (::ffff:a.b.c.d)
+	bool v4;    // IPv4-mapped (::ffff:a.b.c.d)
+	bool valid; // false: an empty slot (the address went away)
 };
 
 struct RoceCtx {
@@ -49,8 +50,9 @@ struct RoceCtx {
 	uint32_t if_mtu;
 	enum ibv_mtu active_mtu;  // largest IB MTU whose packets fit if_mtu
 	bool up;                  // IFF_UP and IFF_RUNNING at open
-	RoceGid gids[kRoceMaxGids];
+	RoceGid gids[kRoceMaxGids]; // under lock (roce_refresh_gids)
 	uint32_t ngids;
+	std::atomic<uint64_t> gids_read_ns;
 	int fd = -1;              // the UDP socket (AF_INET6, dual stack, port 4791)
 	int wake_fd = -1;         // eventfd: stops the receive thread
 	pthread_t rx;
@@ -147,6 +149,7 @@ int roce_open(SoftContext *ctx, const SoftDevice *dev);
 void roce_close(SoftContext *ctx);
 const struct verbs_context_ops &roce_context_ops();
 int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid);
+void roce_refresh_gids(RoceCtx *rc, bool force);
 int roce_query_gid_entry(SoftContext *ctx, uint32_t port, uint32_t index,
 			 struct ibv_gid_entry *entry);
 

@@ -1271,7 +1271,7 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 {
 	RoceCtx *rc = qp->ctx->roce;
 	const struct ibv_ah_attr &ah = w.ah;
-	if (!ah.is_global || ah.grh.sgid_index >= rc->ngids)
+	if (!ah.is_global || ah.grh.sgid_index >= rc->ngids || !rc->gids[ah.grh.sgid_index].valid)
 		return EINVAL;
 	uint64_t len = sge_total(w);
 	uint32_t mtu = roce_mtu_bytes(rc->active_mtu);
