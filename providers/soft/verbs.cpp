@@ -93,6 +93,8 @@ __attribute__((destructor)) static void soft_exit()
 	pthread_mutex_lock(&g_ctx_lock);
 	for (SoftContext *c = g_contexts; c; c = c->next_ctx) {
 		stop_thread(c);
+		if (c->roce)
+			roce_close(c); // its receive thread writes into the segment
 		if (c->seg) {
 			segment_detach(c->seg);
 			c->seg = nullptr;
