@@ -533,7 +533,7 @@ struct Msg {
 
 enum DeliverResult { DV_OK, DV_NO_WQE, DV_GONE, DV_LEN_ERR, DV_PROT_ERR };
 
-static void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring)
+void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring)
 {
 	uint32_t lim = s.limit.load(std::memory_order_acquire);
 	if (lim && ring_count(ring) < lim && s.limit.compare_exchange_strong(lim, 0))

@@ -443,6 +443,9 @@ int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w);
 uint64_t progress_qp(SoftQp *qp, bool force);
 void qp_to_error(SoftQp *qp, bool fatal_event);
 void flush_rq(SoftQp *qp);
+// After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
+// to its owner when the armed limit is crossed (engine.cpp).
+void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);
 void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t element,
 		  uint32_t type);

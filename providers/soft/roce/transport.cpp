@@ -686,6 +686,8 @@ bool take_recv(SoftQp *qp)
 	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
 	if (!ring_pop(ring, buf, sizeof(buf)))
 		return false;
+	if (qp->srq && qp->srq->slot < kMaxSrqs) // limit events as on the shared-memory device
+		srq_limit_check(qp->ctx->seg, qp->ctx->seg->hdr->srqs[qp->srq->slot], ring);
 	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
 	uint32_t n = wqe->num_sge;
 	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
