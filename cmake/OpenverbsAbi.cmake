@@ -41,9 +41,7 @@ elseif(OPENVERBS_ABI EQUAL 64)
   set(OPENVERBS_RDMA_CORE_VERSION 64.0)
   set(OPENVERBS_IBVERBS_FILE_VERSION 1.17.64.0)
   set(OPENVERBS_IBUMAD_FILE_VERSION 3.4.64.0)
-  # rdma-core 64's librdmacm is 1.4.64.0 (node RDMACM_1.4); ours does not
-  # have that node yet, so it keeps the 1.3 interface number.
-  set(OPENVERBS_RDMACM_FILE_VERSION 1.3.64.0)
+  set(OPENVERBS_RDMACM_FILE_VERSION 1.4.64.0)
   set(OPENVERBS_DEBIAN_SUITE "")
 endif()
 # The provider ABI: the number in IBVERBS_PRIVATE_N, verbs_register_driver_N

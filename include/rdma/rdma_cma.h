@@ -37,7 +37,16 @@ enum rdma_cm_event_type {
 	RDMA_CM_EVENT_MULTICAST_JOIN,
 	RDMA_CM_EVENT_MULTICAST_ERROR,
 	RDMA_CM_EVENT_ADDR_CHANGE,
+#if _OPENVERBS_ABI < 64
 	RDMA_CM_EVENT_TIMEWAIT_EXIT
+#else
+	RDMA_CM_EVENT_TIMEWAIT_EXIT,
+	/* rdma-core 64 (RDMACM_1.4) */
+	RDMA_CM_EVENT_ADDRINFO_RESOLVED, /* rdma_resolve_addrinfo() done */
+	RDMA_CM_EVENT_ADDRINFO_ERROR,	 /* rdma_resolve_addrinfo() failed */
+	RDMA_CM_EVENT_USER,		 /* written by rdma_write_cm_event() */
+	RDMA_CM_EVENT_INTERNAL		 /* the library's own; never reported */
+#endif
 };
 
 /* Port spaces: the service (and QP type) an identifier belongs to. */
@@ -152,6 +161,9 @@ struct rdma_cm_event {
 	union {
 		struct rdma_conn_param conn;
 		struct rdma_ud_param ud;
+#if _OPENVERBS_ABI >= 64
+		uint64_t arg; /* RDMA_CM_EVENT_USER: rdma_write_cm_event()'s arg */
+#endif
 	} param;
 };
 
@@ -160,6 +172,12 @@ struct rdma_cm_event {
 #define RAI_NUMERICHOST 0x00000002
 #define RAI_NOROUTE 0x00000004
 #define RAI_FAMILY 0x00000008
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: resolve through the subnet administrator's service records
+ * (RAI_SA) or through the name service only (RAI_DNS); never both. */
+#define RAI_SA 0x00000010
+#define RAI_DNS 0x00000020
+#endif
 
 struct rdma_addrinfo {
 	int ai_flags;
@@ -292,6 +310,18 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res);
 
 int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece);
 int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece);
+
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64 (RDMACM_1.4): address resolution as an event of the id's
+ * channel (rdma_resolve_addrinfo(3), rdma_query_addrinfo(3)) and events
+ * written by the application (rdma_write_cm_event(3)). */
+int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node,
+			  const char *service,
+			  const struct rdma_addrinfo *hints);
+int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info);
+int rdma_write_cm_event(struct rdma_cm_id *id, enum rdma_cm_event_type event,
+			int status, uint64_t arg);
+#endif
 
 #ifdef __cplusplus
 }

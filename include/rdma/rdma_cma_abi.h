@@ -15,6 +15,7 @@
 
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
+#include <infiniband/openverbs_abi.h>
 #include <infiniband/sa.h>
 #include <netinet/in.h>
 
@@ -48,7 +49,13 @@ enum {
 	UCMA_CMD_QUERY,
 	UCMA_CMD_BIND,
 	UCMA_CMD_RESOLVE_ADDR,
+#if _OPENVERBS_ABI < 64
 	UCMA_CMD_JOIN_MCAST
+#else
+	UCMA_CMD_JOIN_MCAST,
+	UCMA_CMD_RESOLVE_IB_SERVICE, /* rdma-core 64: SA service record lookup */
+	UCMA_CMD_WRITE_CM_EVENT	     /* rdma-core 64: queue an event */
+#endif
 };
 
 /* Header of every command: command number, input and output lengths in bytes (the header excluded). */
@@ -146,7 +153,12 @@ struct ucma_abi_resolve_route {
 enum {
 	UCMA_QUERY_ADDR,
 	UCMA_QUERY_PATH,
+#if _OPENVERBS_ABI < 64
 	UCMA_QUERY_GID
+#else
+	UCMA_QUERY_GID,
+	UCMA_QUERY_IB_SERVICE /* rdma-core 64: the resolved service records */
+#endif
 };
 
 /* QUERY: option is UCMA_QUERY_ADDR, _PATH or _GID. */
@@ -337,6 +349,9 @@ struct ucma_abi_event_resp {
 	union {
 		struct ucma_abi_conn_param conn;
 		struct ucma_abi_ud_param   ud;
+#if _OPENVERBS_ABI >= 64
+		__u32 arg32[2]; /* USER/INTERNAL events: the 64-bit argument */
+#endif
 	} param;
 	struct ucma_abi_ece ece;
 };
@@ -367,5 +382,69 @@ struct ucma_abi_migrate_id {
 struct ucma_abi_migrate_resp {
 	__u32 events_reported;
 };
+
+#if _OPENVERBS_ABI >= 64
+/* rdma-core 64: RESOLVE_IB_SERVICE asks the SA for the service records of
+ * a service, named by its 64-bit id (FLAG_ID) or by its name (FLAG_NAME);
+ * the answer is an ADDRINFO_RESOLVED or ADDRINFO_ERROR event, then QUERY with
+ * UCMA_QUERY_IB_SERVICE returns the records. */
+enum {
+	UCMA_IB_SERVICE_FLAG_ID = 1 << 0,
+	UCMA_IB_SERVICE_FLAG_NAME = 1 << 1,
+};
+
+#define UCMA_IB_SERVICE_NAME_SIZE 64
+struct ucma_abi_ib_service {
+	__u64 service_id;
+	__u8 service_name[UCMA_IB_SERVICE_NAME_SIZE];
+	__u32 flags;
+	__u32 reserved;
+};
+
+struct ucma_abi_resolve_ib_service {
+	__u32 cmd;
+	__u16 in;
+	__u16 out;
+	__u32 id;
+	struct ucma_abi_ib_service ibs;
+};
+
+/* One service record of the answer (network order where marked). */
+struct ucma_user_service_rec {
+	__be64 id;
+	__u8 gid[16];
+	__be16 pkey;
+	__u8 reserved[2];
+	__be32 lease;
+	__u8 key[16];
+	__u8 name[64];
+	__u8 data_8[16];
+	__be16 data_16[8];
+	__be32 data_32[4];
+	__be64 data_64[2];
+};
+
+/* Answer of QUERY with UCMA_QUERY_IB_SERVICE: as many records as fit. */
+struct ucma_abi_query_ib_service_resp {
+	__u32 num_service_recs;
+	struct ucma_user_service_rec recs[];
+};
+
+/* WRITE_CM_EVENT: queues event (with status and param) on the id's channel. */
+struct ucma_abi_write_cm_event {
+	__u32 cmd;
+	__u16 in;
+	__u16 out;
+	__u32 id;
+	__u32 reserved;
+	__u32 event;
+	__u32 status;
+	union {
+		struct ucma_abi_conn_param conn;
+		struct ucma_abi_ud_param ud;
+		__u64 arg;
+	} param;
+};
+#endif
 
 #endif /* RDMA_CMA_ABI_H */

@@ -325,6 +325,19 @@ static int soft_query_port(struct ibv_context *context, uint8_t port, struct ibv
 	return 0;
 }
 
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64's ibv_query_port_speed(3): the port's bandwidth in units of
+// 100 Mb/s, from the link soft_query_port describes (4X: four lanes at HDR's
+// 50 Gb/s each, 200 Gb/s).
+static int soft_query_port_speed(struct ibv_context *, uint32_t port, uint64_t *speed)
+{
+	if (port != 1 || !speed)
+		return EINVAL;
+	*speed = 4 * 500;
+	return 0;
+}
+#endif
+
 static int hook_query_gid(struct ibv_context *context, uint8_t port, int index, union ibv_gid *gid)
 {
 	if (context && to_sctx(context)->roce)
@@ -3201,6 +3214,9 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_srq_recv = soft_post_srq_recv;
 	o.query_device_ex = soft_query_device_ex;
 	o.query_port = soft_query_port;
+#if _OPENVERBS_ABI >= 64
+	o.query_port_speed = soft_query_port_speed;
+#endif
 	o.query_qp = soft_query_qp;
 	o.query_srq = soft_query_srq;
 	o.reg_mr = soft_reg_mr;

@@ -203,6 +203,12 @@ int getaddrinfo(const char *node, const char *service, const rdma_addrinfo *hint
 		return fail(EINVAL);
 	if (init())
 		return -1;
+#if _OPENVERBS_ABI >= 64
+	// rdma-core 64's RAI_SA asks the subnet administrator for the service's
+	// records; no CM of this library asks an SA (rdma_getaddrinfo(3)).
+	if (hints && (hints->ai_flags & RAI_SA))
+		return fail(EOPNOTSUPP);
+#endif
 	auto *rai = static_cast<rdma_addrinfo *>(calloc(1, sizeof(rdma_addrinfo)));
 	if (!rai)
 		return fail(ENOMEM);

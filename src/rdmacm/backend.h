@@ -70,6 +70,7 @@ struct RawEvent {
 	ConnParam conn;
 	UdParam ud;
 	Ece ece;
+	uint64_t arg = 0; // USER and INTERNAL events (rdma-core 64): the written argument
 	// CONNECT_REQUEST: the backend of the new connection's id.
 	std::unique_ptr<IdBackend> child;
 };
@@ -143,6 +144,10 @@ public:
 	virtual int set_option(uint32_t level, uint32_t name, void *val, size_t len) noexcept = 0;
 	// Moves the id's future events to another channel's source.
 	virtual int migrate(EventSource &to, uint32_t &events_reported) noexcept = 0;
+	// rdma-core 64 (ucma's WRITE_CM_EVENT): queues an event of this id on
+	// its channel, reported with status and arg like the CM's own (counted
+	// in events_reported). A kernel without the command answers EINVAL.
+	virtual int write_event(uint32_t event, int32_t status, uint64_t arg) noexcept = 0;
 };
 
 } // namespace ov::cm

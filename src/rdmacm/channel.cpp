@@ -321,6 +321,19 @@ int get_event(rdma_event_channel *pub, rdma_cm_event **out) noexcept
 		case RDMA_CM_EVENT_MULTICAST_ERROR:
 			ev->pub.param.ud.private_data = ev->mc->context;
 			break;
+#if _OPENVERBS_ABI >= 64
+		case RDMA_CM_EVENT_ADDRINFO_RESOLVED:
+		case RDMA_CM_EVENT_ADDRINFO_ERROR:
+		case RDMA_CM_EVENT_USER:
+		case RDMA_CM_EVENT_INTERNAL:
+			if (!process_addrinfo_event(*ev, raw)) {
+				int err = errno;
+				complete_event(id);
+				delete ev;
+				return fail(err);
+			}
+			break;
+#endif
 		default:
 			copy_param(*ev, id, raw);
 			break;

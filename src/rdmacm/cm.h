@@ -95,6 +95,10 @@ struct Id {
 	std::vector<std::unique_ptr<Multicast>> mcs;	 // guarded by mu
 	ibv_ece local_ece = {};
 	ibv_ece remote_ece = {};
+	// rdma_resolve_addrinfo (rdma-core 64), guarded by mu: a resolution is
+	// under way (or done and not yet queried), and its result.
+	bool resolving_ai = false;
+	rdma_addrinfo *resolved_ai = nullptr;
 };
 
 struct Event {
@@ -162,6 +166,17 @@ int set_option(Id &id, int level, int name, void *val, size_t len) noexcept;
 int migrate_id(Id &id, rdma_event_channel *to) noexcept;
 // Work done while an event is taken from the kernel (cma.c's event switch).
 int process_conn_resp(Id &id) noexcept;
+
+#if _OPENVERBS_ABI >= 64
+// --- rdma-core 64's asynchronous address resolution (resolve_ai.cpp) ---
+int resolve_addrinfo(Id &id, const char *node, const char *service,
+		     const rdma_addrinfo *hints) noexcept;
+int query_addrinfo(Id &id, rdma_addrinfo **info) noexcept;
+int write_cm_event(Id &id, rdma_cm_event_type event, int status, uint64_t arg) noexcept;
+// get_event's part: turns the library's INTERNAL event into the event it
+// stands for, ends a failed resolution. false: drop the event (errno set).
+bool process_addrinfo_event(Event &ev, const RawEvent &raw) noexcept;
+#endif
 
 // --- QPs (qp.cpp) ---
 int create_qp_ex(Id &id, ibv_qp_init_attr_ex &attr) noexcept;

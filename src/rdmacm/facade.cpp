@@ -317,6 +317,10 @@ OV_CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 	    "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
 	    "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",
 	    "RDMA_CM_EVENT_ADDR_CHANGE",      "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+#if _OPENVERBS_ABI >= 64
+	    // rdma-core 64 names these two; USER and INTERNAL stay unknown.
+	    "RDMA_CM_EVENT_ADDRINFO_RESOLVED", "RDMA_CM_EVENT_ADDRINFO_ERROR",
+#endif
 	};
 	unsigned i = static_cast<unsigned>(event);
 	return i < sizeof(names) / sizeof(names[0]) ? names[i] : "UNKNOWN EVENT";
@@ -378,3 +382,31 @@ OV_CM_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 	ece->comp_mask = 0;
 	return 0;
 }
+
+#if _OPENVERBS_ABI >= 64
+// RDMACM_1.4 (rdma-core 64): rdma_resolve_addrinfo(3), rdma_query_addrinfo(3),
+// rdma_write_cm_event(3).
+OV_CM_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node,
+				       const char *service, const struct rdma_addrinfo *hints)
+{
+	Id *p = checked(id);
+	return p ? resolve_addrinfo(*p, node, service, hints) : -1;
+}
+
+OV_CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info)
+{
+	Id *p = checked(id);
+	if (!p || !info)
+		return fail(EINVAL);
+	return query_addrinfo(*p, info);
+}
+
+OV_CM_EXPORT int rdma_write_cm_event(struct rdma_cm_id *id, enum rdma_cm_event_type event,
+				     int status, uint64_t arg)
+{
+	Id *p = checked(id);
+	if (!p || event != RDMA_CM_EVENT_USER)
+		return fail(EINVAL);
+	return write_cm_event(*p, event, status, arg);
+}
+#endif

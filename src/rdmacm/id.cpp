@@ -161,6 +161,8 @@ void free_id(Id *id) noexcept
 	if (id->sync)
 		destroy_channel(id->pub.channel);
 	free(id->pub.route.path_rec);
+	if (id->resolved_ai)
+		freeaddrinfo(id->resolved_ai);
 	delete id;
 }
 

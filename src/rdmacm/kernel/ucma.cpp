@@ -139,6 +139,9 @@ public:
 		read_ud(ev.ud, resp.param.ud);
 		ev.ece.vendor_id = resp.ece.vendor_id;
 		ev.ece.attr_mod = resp.ece.attr_mod;
+		// USER and INTERNAL events carry a 64-bit argument at the start
+		// of the union (rdma-core 64's arg32[2]).
+		memcpy(&ev.arg, &resp.param, sizeof(ev.arg));
 		if (resp.event == 4 /* RDMA_CM_EVENT_CONNECT_REQUEST */)
 			ev.child = make_id(resp.id);
 		return 0;
@@ -372,6 +375,30 @@ public:
 	}
 
 private:
+	int write_event(uint32_t event, int32_t status, uint64_t arg) noexcept override
+	{
+		// Command 24 (after JOIN_MCAST and RESOLVE_IB_SERVICE, rdma-core
+		// 64's rdma_cma_abi.h), newer than the installed uapi header.
+		struct {
+			uint32_t id;
+			uint32_t reserved;
+			uint32_t event;
+			uint32_t status;
+			union {
+				rdma_ucm_conn_param conn;
+				rdma_ucm_ud_param ud;
+				uint64_t arg;
+			} param;
+		} cmd = {};
+		cmd.id = handle_;
+		cmd.event = event;
+		cmd.status = static_cast<uint32_t>(status);
+		cmd.param.arg = arg;
+		return run(kCmdWriteCmEvent, cmd, 0);
+	}
+
+	static constexpr uint32_t kCmdWriteCmEvent = RDMA_USER_CM_CMD_JOIN_MCAST + 2;
+
 	template <typename C> int run(uint32_t op, const C &cmd, uint16_t out) noexcept
 	{
 		return execute(src_->fd(), op, &cmd, sizeof(C), out);

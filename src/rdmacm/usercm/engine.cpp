@@ -1496,6 +1496,19 @@ public:
 		return 0;
 	}
 
+	int write_event(uint32_t event, int32_t status, uint64_t arg) noexcept override
+	{
+		std::lock_guard<std::recursive_mutex> g(g_lock);
+		try {
+			RawEvent e = make_event(s, static_cast<rdma_cm_event_type>(event), status);
+			e.arg = arg;
+			push(s->src, std::move(e));
+		} catch (...) {
+			return ENOMEM;
+		}
+		return 0;
+	}
+
 	int migrate(EventSource &to, uint32_t &events_reported) noexcept override
 	{
 		if (strcmp(to.kind(), "soft") != 0)
