@@ -256,13 +256,16 @@ static int open_socket(RoceCtx *rc)
 	}
 	rc->fd = fd;
 	// Packets in flight per QP: what the receive buffer the kernel granted
-	// (net.core.rmem_max caps it) holds twice over, counting each datagram
-	// of the path MTU at twice its size (the kernel's accounting).
+	// (net.core.rmem_max caps it) holds four times over, counting each
+	// datagram of the path MTU at its size rounded up to whole pages plus
+	// the buffer's overhead (the kernel charges a datagram's truesize), so
+	// that a peer's full window and the other traffic of the socket never
+	// overflow it.
 	int granted = 0;
 	socklen_t gl = sizeof(granted);
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &gl);
-	uint32_t per = 2 * (roce_mtu_bytes(rc->active_mtu) + 256);
-	rc->window = std::clamp<uint32_t>(uint32_t(granted) / (2 * per), 8, kRoceMaxWindow);
+	uint32_t per = (roce_mtu_bytes(rc->active_mtu) + 256 + 4095) / 4096 * 4096 + 512;
+	rc->window = std::clamp<uint32_t>(uint32_t(granted) / (4 * per), 8, kRoceMaxWindow);
 	return 0;
 }
 
