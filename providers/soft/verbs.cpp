@@ -433,6 +433,37 @@ static struct ibv_pd *soft_alloc_pd(struct ibv_context *context)
 	return &pd->pd;
 }
 
+// ibv_import_pd(3): a PD of the device by handle (ibv_pd.handle, the
+// device-wide PD number, in any context of the device, any process of the
+// user). The new handle names the same PD: QPs, SRQs and MRs made on it
+// meet those of the original (same number). EINVAL: 0 or a number the
+// device never gave. ibv_unimport_pd frees the handle only;
+// ibv_dealloc_pd of an imported PD does the same (a PD has no state of its
+// own beyond its number).
+static struct ibv_pd *soft_import_pd(struct ibv_context *context, uint32_t handle)
+{
+	SoftContext *ctx = to_sctx(context);
+	uint32_t next = ctx->seg->hdr->next_pd_id.load();
+	if (!handle || handle >= next) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *pd = static_cast<SoftPd *>(calloc(1, sizeof(SoftPd)));
+	if (!pd) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	pd->id = handle;
+	pd->pd.context = context;
+	pd->pd.handle = handle;
+	return &pd->pd;
+}
+
+static void soft_unimport_pd(struct ibv_pd *ibpd)
+{
+	free(to_spd(ibpd));
+}
+
 static int soft_dealloc_pd(struct ibv_pd *ibpd)
 {
 	SoftPd *pd = to_spd(ibpd);
@@ -1145,6 +1176,49 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	m.handle = slot;
 	m.lkey = m.rkey = key;
 	return &m;
+}
+
+// ibv_import_mr(3): the memory region `handle` (ibv_mr.handle, its key
+// slot) of the device, which must belong to pd's PD (EINVAL otherwise, or
+// when it is no live region). Same keys and length; addr is NULL, as a
+// kernel device reports an imported region. Its rkey works everywhere; its
+// lkey as a local buffer only in the process that registered the memory
+// (the pages are that process's). ibv_dereg_mr deregisters the region for
+// everyone; ibv_unimport_mr frees the handle only.
+static struct ibv_mr *soft_import_mr(struct ibv_pd *ibpd, uint32_t handle)
+{
+	Segment *seg = to_sctx(ibpd->context)->seg;
+	KeySnap m;
+	if (handle >= kMaxMrs || !key_snapshot(seg->hdr->mrs[handle], m) || m.kind != KEY_MR ||
+	    m.pd_id != to_spd(ibpd)->id) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	auto *mr = static_cast<SoftMr *>(calloc(1, sizeof(SoftMr)));
+	if (!mr) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	mr->slot = handle;
+	mr->share = -1;
+	mr->vmr.mr_type = IBV_MR_TYPE_IMPORTED_MR;
+	mr->vmr.access = int(m.access);
+	struct ibv_mr &r = mr->vmr.ibv_mr;
+	r.context = ibpd->context;
+	r.pd = ibpd;
+	to_spd(ibpd)->users.fetch_add(1);
+	r.addr = nullptr;
+	r.length = m.length;
+	r.handle = handle;
+	r.lkey = r.rkey = m.key;
+	return &r;
+}
+
+static void soft_unimport_mr(struct ibv_mr *ibmr)
+{
+	if (ibmr->pd)
+		to_spd(ibmr->pd)->users.fetch_sub(1);
+	free(reinterpret_cast<SoftMr *>(verbs_get_mr(ibmr)));
 }
 
 static int soft_dereg_mr(struct verbs_mr *vmr)
@@ -3204,6 +3278,8 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.detach_mcast = soft_detach_mcast;
 	o.free_context = soft_free_context;
 	o.get_srq_num = soft_get_srq_num;
+	o.import_mr = soft_import_mr;
+	o.import_pd = soft_import_pd;
 	o.modify_qp = soft_modify_qp;
 	o.modify_srq = soft_modify_srq;
 	o.open_qp = soft_open_qp;
@@ -3223,15 +3299,57 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.req_notify_cq = soft_req_notify_cq;
 	o.rereg_mr = soft_rereg_mr;
 	o.resize_cq = soft_resize_cq;
+	o.unimport_mr = soft_unimport_mr;
+	o.unimport_pd = soft_unimport_pd;
 	return o;
 }();
 
 const struct verbs_context_ops &soft_context_ops() { return soft_ops; }
 
+// ibv_context.cmd_fd of a software device's context. There is no kernel
+// file, but programs duplicate cmd_fd and hand it to ibv_import_device(3)
+// (in the same process or, over a UNIX socket, in another one) to share the
+// context's PDs and MRs. A memfd named after the device stands in: its name
+// (/proc/self/fd/N reads "/memfd:openverbs-soft<index> (deleted)") tells
+// which device it belongs to. Nothing is ever written to it. -1 when no
+// memfd can be made (the context then has no cmd_fd, as before).
+static int make_cmd_fd(int index)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "openverbs-soft%d", index);
+	return sys_memfd_create(name, MFD_CLOEXEC);
+}
+
+// The index of the software device whose command fd `fd` is, or -1.
+static int cmd_fd_index(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return -1;
+	char path[64], link[128];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return -1;
+	link[n] = 0;
+	static const char kPrefix[] = "/memfd:openverbs-soft";
+	if (strncmp(link, kPrefix, sizeof(kPrefix) - 1) != 0)
+		return -1;
+	const char *p = link + sizeof(kPrefix) - 1;
+	char *end = nullptr;
+	long index = strtol(p, &end, 10);
+	if (end == p || *p == '-' || *p == '+' || strcmp(end, " (deleted)") != 0 || index < 0 ||
+	    index >= long(OPENVERBS_MAX_SOFT_DEVICES))
+		return -1;
+	return int(index);
+}
+
 static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cmd_fd,
 						void *private_data)
 {
 	auto *sdev = reinterpret_cast<SoftDevice *>(verbs_get_device(ibdev));
+	if (cmd_fd < 0)
+		cmd_fd = make_cmd_fd(sdev->index);
 	SoftContext *ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx,
 							OPENVERBS_DRIVER_SOFT);
 	if (!ctx)
@@ -3282,6 +3400,23 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	g_contexts = ctx;
 	pthread_mutex_unlock(&g_ctx_lock);
 	return &ctx->vctx;
+}
+
+// ibv_import_device(3) for a software device's command fd (see
+// make_cmd_fd): a new context of the same device, owning cmd_fd. Objects are
+// device-wide (the shared segment), so the original context's PDs and MRs
+// can then be imported by handle (soft_import_pd, soft_import_mr), in this
+// process or another one of the same user. NULL with errno: ENODEV when
+// cmd_fd is not this device's (the library then asks the next device; the
+// fd stays open), else as ibv_open_device (cmd_fd closed).
+static struct verbs_context *soft_import_context(struct ibv_device *ibdev, int cmd_fd)
+{
+	auto *sdev = reinterpret_cast<SoftDevice *>(verbs_get_device(ibdev));
+	if (cmd_fd_index(cmd_fd) != sdev->index) {
+		errno = ENODEV;
+		return nullptr;
+	}
+	return soft_alloc_context(ibdev, cmd_fd, nullptr);
 }
 
 static struct verbs_device *soft_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
@@ -3346,7 +3481,7 @@ const struct verbs_device_ops soft_dev_ops = {
 	.static_providers = nullptr,
 	.match_device = ovsoft::soft_match_device,
 	.alloc_context = ovsoft::soft_alloc_context,
-	.import_context = nullptr,
+	.import_context = ovsoft::soft_import_context,
 	.alloc_device = ovsoft::soft_alloc_device,
 	.uninit_device = ovsoft::soft_uninit_device,
 };

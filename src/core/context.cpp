@@ -100,7 +100,7 @@ int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driv
 	priv->embedded = embedded != nullptr;
 	priv->driver_id = driver_id;
 	set_dummy_ops(vctx);
-	priv->use_ioctl_write = cmd_fd >= 0 && ov::kernel::probe_ioctl_write(cmd_fd, driver_id);
+	priv->use_ioctl_write = kernel_cmd_fd(ctx) && ov::kernel::probe_ioctl_write(cmd_fd, driver_id);
 	return 0;
 }
 
@@ -198,10 +198,71 @@ ibv_context *open_device(ibv_device *dev, void *private_data) noexcept
 	return &vctx->context;
 }
 
+// A software device's context for cmd_fd, a software device's command fd
+// (the soft provider's import_context recognises its own and answers
+// ENODEV for any other file). NULL with errno: EINVAL when no software
+// device claims the file.
+static ibv_context *import_soft(int cmd_fd, const std::vector<ibv_device *> &devs) noexcept
+{
+	int err = EINVAL;
+	for (ibv_device *d : devs) {
+		verbs_device *vdev = verbs_get_device(d);
+		if (!is_soft(vdev) || !vdev->ops || !vdev->ops->import_context)
+			continue;
+		errno = 0;
+		verbs_context *vctx = vdev->ops->import_context(d, cmd_fd);
+		if (vctx) {
+			set_lib_ops(vctx);
+			vctx->priv->imported = true;
+			return &vctx->context;
+		}
+		if (errno != ENODEV) {
+			err = errno ? errno : ENOMEM;
+			break;
+		}
+	}
+	errno = err;
+	return nullptr;
+}
+
+// A kernel device's context for cmd_fd, the character device st_rdev.
+// NULL with errno: ENODEV no listed device has that number, EOPNOTSUPP its
+// provider cannot import, else the provider's or the async fd's errno.
+static ibv_context *import_kernel(int cmd_fd, dev_t rdev, const std::vector<ibv_device *> &devs) noexcept
+{
+	for (ibv_device *d : devs) {
+		verbs_device *vdev = verbs_get_device(d);
+		if (!vdev->sysfs || is_soft(vdev) || vdev->sysfs->sysfs_cdev != rdev)
+			continue;
+		if (!vdev->ops->import_context) {
+			errno = EOPNOTSUPP;
+			return nullptr;
+		}
+		verbs_context *vctx = vdev->ops->import_context(d, cmd_fd);
+		if (!vctx) {
+			errno = errno ? errno : ENOMEM;
+			return nullptr;
+		}
+		set_lib_ops(vctx);
+		vctx->priv->imported = true;
+		ibv_context *ctx = &vctx->context;
+		if (ctx->async_fd == -1) {
+			if (int rc = ov::kernel::alloc_async_fd(ctx)) {
+				close_device(ctx);
+				errno = rc;
+				return nullptr;
+			}
+		}
+		return ctx;
+	}
+	errno = ENODEV;
+	return nullptr;
+}
+
 ibv_context *import_device(int cmd_fd) noexcept
 {
 	struct stat st;
-	if (cmd_fd < 0 || fstat(cmd_fd, &st) || !S_ISCHR(st.st_mode)) {
+	if (cmd_fd < 0 || fstat(cmd_fd, &st)) {
 		errno = EINVAL;
 		return nullptr;
 	}
@@ -215,37 +276,13 @@ ibv_context *import_device(int cmd_fd) noexcept
 		errno = ENOMEM;
 		return nullptr;
 	}
-	ibv_context *ctx = nullptr;
-	int err = ENODEV;
-	for (ibv_device *d : devs) {
-		verbs_device *vdev = verbs_get_device(d);
-		if (!vdev->sysfs || is_soft(vdev) || vdev->sysfs->sysfs_cdev != st.st_rdev)
-			continue;
-		if (!vdev->ops->import_context) {
-			err = EOPNOTSUPP;
-			break;
-		}
-		verbs_context *vctx = vdev->ops->import_context(d, cmd_fd);
-		if (!vctx) {
-			err = errno ? errno : ENOMEM;
-			break;
-		}
-		set_lib_ops(vctx);
-		vctx->priv->imported = true;
-		ctx = &vctx->context;
-		if (ctx->async_fd == -1) {
-			if (int rc = ov::kernel::alloc_async_fd(ctx)) {
-				close_device(ctx);
-				ctx = nullptr;
-				err = rc;
-			}
-		}
-		break;
-	}
+	// Not a character device: perhaps a software device's command fd.
+	ibv_context *ctx = S_ISCHR(st.st_mode) ? import_kernel(cmd_fd, st.st_rdev, devs)
+					       : import_soft(cmd_fd, devs);
+	int saved = errno;
 	for (ibv_device *d : devs)
 		device_put(d);
-	if (!ctx)
-		errno = err;
+	errno = saved;
 	return ctx;
 }
 

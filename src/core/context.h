@@ -33,8 +33,9 @@ void set_lib_ops(verbs_context *vctx) noexcept;
 
 // verbs_open_device / ibv_open_device: NULL with errno on failure.
 ibv_context *open_device(ibv_device *dev, void *private_data) noexcept;
-// ibv_import_device: NULL with errno (EINVAL not a char device, ENODEV no
-// such device, EOPNOTSUPP provider cannot import).
+// ibv_import_device: NULL with errno (EINVAL neither a char device nor a
+// software device's cmd_fd, ENODEV no such device, EOPNOTSUPP provider
+// cannot import).
 ibv_context *import_device(int cmd_fd) noexcept;
 // ibv_close_device: provider free_context. Always 0.
 int close_device(ibv_context *ctx) noexcept;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <infiniband/driver.h>
+#include <infiniband/openverbs.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,21 @@ struct verbs_ex_private {
 static inline const struct verbs_context_ops *get_ops(struct ibv_context *ctx)
 {
 	return &verbs_get_ctx(ctx)->priv->ops;
+}
+
+// Whether a device is one of the software devices (VSYSFS_SOFT).
+static inline bool soft_device(const struct ibv_device *dev)
+{
+	const struct verbs_device *v = dev ? verbs_get_device(dev) : nullptr;
+	return v && v->sysfs && (v->sysfs->flags & VSYSFS_SOFT);
+}
+
+// Whether commands of ctx go to a kernel through cmd_fd. A software device's
+// context has a cmd_fd too (a stand-in file that ibv_import_device(3)
+// recognises), never used for commands.
+static inline bool kernel_cmd_fd(const struct ibv_context *ctx)
+{
+	return ctx->cmd_fd >= 0 && !soft_device(ctx->device);
 }
 
 // Bit index of an op in the unsupported_ioctls bitmap.

@@ -48,9 +48,10 @@ OV_EXPORT_V11 int ibv_close_device(struct ibv_context *context)
 }
 
 // A context for a dup'ed cmd_fd of another context (the fd is owned by
-// the new context and closed by ibv_close_device). NULL + errno: EINVAL not
-// a character device, ENODEV no listed device has that dev_t, EOPNOTSUPP
-// the provider cannot import. Source: ibv_import_device(3).
+// the new context and closed by ibv_close_device); also a software device's
+// cmd_fd (openverbs-soft(7)). NULL + errno: EINVAL neither a character device
+// nor a software device's cmd_fd, ENODEV no listed device has that dev_t,
+// EOPNOTSUPP the provider cannot import. Source: ibv_import_device(3).
 OV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
 {
 	return ov::core::import_device(cmd_fd);

@@ -243,7 +243,7 @@ struct ibv_comp_channel *create_comp_channel(struct ibv_context *ctx) noexcept
 		errno = ENOMEM;
 		return nullptr;
 	}
-	int fd = ctx->cmd_fd >= 0 ? kernel_comp_channel_fd(ctx) : local_comp_channel_fd();
+	int fd = kernel_cmd_fd(ctx) ? kernel_comp_channel_fd(ctx) : local_comp_channel_fd();
 	if (fd < 0) {
 		int saved = errno;
 		free(channel);

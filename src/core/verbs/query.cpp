@@ -33,8 +33,8 @@ namespace {
 int run_ioctl(struct ibv_context *ctx, struct ibv_command_buffer *cmdb)
 {
 	// No transport linked, or no kernel behind the context (software
-	// devices have cmd_fd -1): answer like a kernel without ioctl support.
-	if (!&execute_ioctl || ctx->cmd_fd < 0)
+	// devices): answer like a kernel without ioctl support.
+	if (!&execute_ioctl || !kernel_cmd_fd(ctx))
 		return ENOTTY;
 	return execute_ioctl(ctx, cmdb);
 }

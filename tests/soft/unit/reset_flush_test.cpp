@@ -5,7 +5,8 @@
 // rdma-core 56's ABI the FLUSH operation (ibv_wr_flush(3), IBA 1.5): access
 // rights of the responder QP and of the region, the two selectivity levels,
 // IBV_WC_FLUSH completions and the device capability bit. Under the 44 ABI
-// the FLUSH access bits stay unknown.
+// the FLUSH access bits stay unknown. And ibv_import_device(3) of a software
+// device's context (test_imported_rc_ex_rdma_write).
 #include "../soft_fixture.h"
 
 #include <infiniband/verbs.h>
@@ -14,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -440,5 +443,110 @@ TEST(SoftFlush, AccessBitsOfLaterReleasesAreRefused)
 }
 
 #endif
+
+} // namespace
+
+namespace {
+
+// ibv_import_device(3) on a software device (rdma-core's
+// test_imported_rc_ex_rdma_write): the context's cmd_fd is a real file that
+// can be duplicated; the imported context shares the PD and MR by handle.
+TEST(SoftImport, DuplicatedCmdFdImportsContextPdAndMr)
+{
+	Pair p;
+	ASSERT_TRUE(p.connect_pair(IBV_QPT_RC, kAllAccess));
+	ASSERT_GE(p.ctx->cmd_fd, 0);
+	std::vector<char> buf(4096), src(4096, 'i');
+	Mr mr(ibv_reg_mr(p.pd.get(), buf.data(), buf.size(), kAllAccess));
+	Mr ms(ibv_reg_mr(p.pd.get(), src.data(), src.size(), kAllAccess));
+	ASSERT_TRUE(mr && ms);
+	int fd = dup(p.ctx->cmd_fd);
+	ASSERT_GE(fd, 0);
+	Ctx ic(ibv_import_device(fd)); // owns fd from here
+	ASSERT_TRUE(ic) << strerror(errno);
+	EXPECT_STREQ(ibv_get_device_name(ic->device), "soft0");
+	EXPECT_GE(ic->cmd_fd, 0);
+	ibv_pd *ipd = ibv_import_pd(ic.get(), p.pd->handle);
+	ASSERT_NE(ipd, nullptr) << strerror(errno);
+	EXPECT_EQ(ipd->handle, p.pd->handle);
+	ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
+	ASSERT_NE(imr, nullptr) << strerror(errno);
+	EXPECT_EQ(imr->lkey, mr->lkey);
+	EXPECT_EQ(imr->rkey, mr->rkey);
+	EXPECT_EQ(imr->length, mr->length);
+	EXPECT_EQ(imr->addr, nullptr); // as a kernel device reports it
+	// A QP of the imported context on the imported PD receives an RDMA
+	// write into the imported region, and uses its lkey as a local buffer.
+	Cq icq(ibv_create_cq(ic.get(), 16, nullptr, nullptr, 0));
+	ASSERT_TRUE(icq);
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = icq.get();
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	Qp iq(ibv_create_qp(ipd, &ia));
+	ASSERT_TRUE(iq);
+	ASSERT_TRUE(bring_up(iq.get(), p.a->qp_num, 1, kAllAccess));
+	ASSERT_EQ(to_reset(p.a.get()), 0);
+	ASSERT_TRUE(bring_up(p.a.get(), iq->qp_num, 1, kAllAccess));
+	ASSERT_EQ(post_one(p.a.get(), IBV_WR_RDMA_WRITE, src.data(), 512, ms->lkey,
+			   uintptr_t(buf.data()), imr->rkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(p.cqa.get(), &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(memcmp(buf.data(), src.data(), 512), 0);
+	ASSERT_EQ(post_one(iq.get(), IBV_WR_RDMA_WRITE, buf.data(), 512, imr->lkey,
+			   uintptr_t(src.data()) + 1024, ms->rkey), 0);
+	ASSERT_TRUE(poll_one(icq.get(), &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(memcmp(src.data() + 1024, buf.data(), 512), 0);
+	iq.reset();
+	icq.reset();
+	ibv_unimport_mr(imr);
+	ibv_unimport_pd(ipd);
+	// The unimports leave the region registered (it can be imported again).
+	ibv_mr *again = ibv_import_mr(p.pd.get(), mr->handle);
+	ASSERT_NE(again, nullptr);
+	ibv_unimport_mr(again);
+}
+
+TEST(SoftImport, WrongDescriptorsAndHandlesAreRefused)
+{
+	Pair p;
+	ASSERT_TRUE(p.connect_pair(IBV_QPT_RC, kAllAccess));
+	errno = 0;
+	EXPECT_EQ(ibv_import_device(-1), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	int pipefd[2];
+	ASSERT_EQ(pipe(pipefd), 0);
+	errno = 0;
+	EXPECT_EQ(ibv_import_device(pipefd[0]), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	// A look-alike naming a device that is not listed (8 are).
+	int fake = memfd_create("openverbs-soft99", MFD_CLOEXEC);
+	ASSERT_GE(fake, 0);
+	errno = 0;
+	EXPECT_EQ(ibv_import_device(fake), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	close(fake);
+	errno = 0;
+	EXPECT_EQ(ibv_import_pd(p.ctx.get(), 0), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	errno = 0;
+	EXPECT_EQ(ibv_import_pd(p.ctx.get(), 0x7fffffff), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	std::vector<char> buf(4096);
+	Mr mr(ibv_reg_mr(p.pd.get(), buf.data(), buf.size(), kAllAccess));
+	Pd other(ibv_alloc_pd(p.ctx.get()));
+	ASSERT_TRUE(mr && other);
+	errno = 0;
+	EXPECT_EQ(ibv_import_mr(other.get(), mr->handle), nullptr); // another PD's region
+	EXPECT_EQ(errno, EINVAL);
+	errno = 0;
+	EXPECT_EQ(ibv_import_mr(p.pd.get(), 1u << 30), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+}
 
 } // namespace
