@@ -57,7 +57,7 @@ fi
 
 # Build dependencies inside the root (the packages' Build-Depends, dpkg's
 # tools and lintian).
-BUILD_ROOT_PKGS="build-essential cmake g++ make pkgconf libnl-3-dev libnl-route-3-dev debhelper fakeroot
+BUILD_ROOT_PKGS="build-essential cmake g++ make pkgconf libnl-3-dev libnl-route-3-dev zlib1g-dev debhelper fakeroot
   dpkg-dev file lintian"
 
 commit_version() {
