@@ -1221,6 +1221,71 @@ static void soft_unimport_mr(struct ibv_mr *ibmr)
 	free(reinterpret_cast<SoftMr *>(verbs_get_mr(ibmr)));
 }
 
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64's DMA handles (ibv_alloc_dmah(3)): steering hints (PCIe TPH:
+// the CPU whose cache should receive the device's writes, a processing hint,
+// volatile or persistent memory) for the DMA of MRs registered with one. A
+// software device's "DMA" is the CPU's own copy, so the hints are checked
+// (as a kernel checks them: a known mask bit, PH 0..3, a memory type of the
+// enum, a CPU the machine has) and kept, and change nothing else.
+static struct ibv_dmah *soft_alloc_dmah(struct ibv_context *context, struct ibv_dmah_init_attr *attr)
+{
+	constexpr uint32_t known = IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH |
+				   IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE;
+	int rc = 0;
+	if (attr->comp_mask & ~known)
+		rc = EOPNOTSUPP;
+	else if ((attr->comp_mask & IBV_DMAH_INIT_ATTR_MASK_PH) && attr->ph > 3)
+		rc = EINVAL;
+	else if ((attr->comp_mask & IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE) &&
+		 attr->tph_mem_type > IBV_TPH_MEM_TYPE_PM)
+		rc = EINVAL;
+	else if ((attr->comp_mask & IBV_DMAH_INIT_ATTR_MASK_CPU_ID) &&
+		 (long)attr->cpu_id >= sysconf(_SC_NPROCESSORS_CONF))
+		rc = EINVAL;
+	if (rc) {
+		errno = rc;
+		return nullptr;
+	}
+	auto *d = static_cast<struct verbs_dmah *>(calloc(1, sizeof(struct verbs_dmah)));
+	if (!d) {
+		errno = ENOMEM;
+		return nullptr;
+	}
+	d->dmah.context = context;
+	return &d->dmah;
+}
+
+static int soft_dealloc_dmah(struct ibv_dmah *dmah)
+{
+	free(verbs_get_dmah(dmah));
+	return 0;
+}
+
+// ibv_reg_mr_ex(3) on soft devices: an address registration (the library
+// has resolved IBV_REG_MR_MASK_BUF already) with an optional DMA handle of
+// the same context; dma-buf registrations are not offered (EOPNOTSUPP).
+static struct ibv_mr *soft_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *attr)
+{
+	const uint64_t mask = attr->comp_mask;
+	int rc = 0;
+	if (mask & ~uint64_t(IBV_REG_MR_MASK_IOVA | IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH))
+		rc = EOPNOTSUPP;
+	else if (!(mask & IBV_REG_MR_MASK_ADDR))
+		rc = EINVAL;
+	else if ((mask & IBV_REG_MR_MASK_DMAH) && (!attr->dmah || attr->dmah->context != pd->context))
+		rc = EINVAL;
+	else if ((mask & IBV_REG_MR_MASK_DMAH) && (attr->access & IBV_ACCESS_ON_DEMAND))
+		rc = EINVAL; // hints are for pinned memory (rdma-core 64's tests expect a refusal)
+	if (rc) {
+		errno = rc;
+		return nullptr;
+	}
+	uint64_t iova = (mask & IBV_REG_MR_MASK_IOVA) ? attr->iova : reinterpret_cast<uintptr_t>(attr->addr);
+	return soft_reg_mr(pd, attr->addr, attr->length, iova, attr->access);
+}
+#endif
+
 static int soft_dereg_mr(struct verbs_mr *vmr)
 {
 	auto *mr = reinterpret_cast<SoftMr *>(vmr);
@@ -3290,6 +3355,11 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_srq_recv = soft_post_srq_recv;
 	o.query_device_ex = soft_query_device_ex;
 	o.query_port = soft_query_port;
+#if _OPENVERBS_ABI >= 64
+	o.alloc_dmah = soft_alloc_dmah;
+	o.dealloc_dmah = soft_dealloc_dmah;
+	o.reg_mr_ex = soft_reg_mr_ex;
+#endif
 #if _OPENVERBS_ABI >= 64
 	o.query_port_speed = soft_query_port_speed;
 #endif

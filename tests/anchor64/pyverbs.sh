@@ -1,8 +1,8 @@
 #!/bin/sh
 # pyverbs.sh LIBDIR [TEST...]: rdma-core 64's own Python test suite (pyverbs
 # and tests/ of the anchor, unmodified) on soft0 with the libraries of LIBDIR
-# (a 64 build's lib/) first on LD_LIBRARY_PATH and the anchor's after them
-# (its librdmacm, which ours does not replace for 64 yet). Prints the suite's
+# (a 64 build's lib/, our librdmacm included) first on LD_LIBRARY_PATH and
+# the anchor's after them. Prints the suite's
 # summary line and "ok N failed N errors N skipped N".
 #
 # The suite looks the device up outside libibverbs: `rdma link show -j`
