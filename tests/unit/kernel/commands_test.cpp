@@ -910,3 +910,64 @@ TEST(Abi56, QueryPortActiveSpeedEx)
 	static_assert(offsetof(struct ib_uverbs_query_port_resp_ex, active_speed_ex) == 44, "uapi layout");
 }
 #endif
+
+#if _OPENVERBS_ABI >= 64
+// rdma-core 64's new ioctl-only commands. Object, method and attribute ids
+// are positions in the kernel's enums (rdma/ib_user_ioctl_cmds.h as rdma-core
+// 64 ships it; newer than any installed uapi here): DMAH is the object after ASYNC_EVENT (its ALLOC method 0,
+// attributes HANDLE 0, CPU_ID 1, TPH_MEM_TYPE 2, PH 3); QUERY_PORT_SPEED the
+// device method after QUERY_GID_ENTRY (PORT_NUM 0, RESP 1).
+TEST(Abi64, AllocDmahSendsOnlyTheHintsOfItsMask)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		kt::live_attr(hdr, 0)->data = 9;
+		return 0;
+	};
+	struct verbs_dmah dmah = {};
+	struct ibv_dmah_init_attr attr = {};
+	attr.comp_mask = IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH;
+	attr.cpu_id = 3;
+	attr.ph = 2;
+	attr.tph_mem_type = IBV_TPH_MEM_TYPE_PM; // not in the mask: not sent
+	ASSERT_EQ(0, ibv_cmd_alloc_dmah(c.ctx(), &dmah, &attr));
+	EXPECT_EQ(9u, dmah.handle);
+	EXPECT_EQ(c.ctx(), dmah.dmah.context);
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_OBJECT_ASYNC_EVENT + 1, call.hdr().object_id);
+	EXPECT_EQ(0, call.hdr().method_id);
+	ASSERT_NE(nullptr, call.find(1));
+	EXPECT_EQ(3u, call.find(1)->data);
+	EXPECT_EQ(nullptr, call.find(2));
+	ASSERT_NE(nullptr, call.find(3));
+	EXPECT_EQ(1u, call.find(3)->len);
+
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EPROTONOSUPPORT; };
+	EXPECT_EQ(EPROTONOSUPPORT, ibv_cmd_alloc_dmah(c.ctx(), &dmah, &attr));
+}
+
+TEST(Abi64, QueryPortSpeedReadsTheKernelsAnswer)
+{
+	FakeKernel k;
+	FakeContext c;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *hdr) {
+		*reinterpret_cast<uint64_t *>((uintptr_t)kt::live_attr(hdr, 1)->data) = 4000;
+		return 0;
+	};
+	uint64_t speed = 0;
+	ASSERT_EQ(0, ibv_cmd_query_port_speed(c.ctx(), 2, &speed));
+	EXPECT_EQ(4000u, speed);
+	const auto &call = k.ioctls.at(0);
+	EXPECT_EQ(UVERBS_OBJECT_DEVICE, call.hdr().object_id);
+	EXPECT_EQ(UVERBS_METHOD_QUERY_GID_ENTRY + 1, call.hdr().method_id);
+	ASSERT_NE(nullptr, call.find(0));
+	EXPECT_EQ(2u, call.find(0)->data);
+	EXPECT_EQ(sizeof(uint64_t), call.find(1)->len);
+
+	// Kernels up to 6.12 do not know the method: their error, nothing else.
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EPROTONOSUPPORT; };
+	EXPECT_EQ(EPROTONOSUPPORT, ibv_cmd_query_port_speed(c.ctx(), 1, &speed));
+	EXPECT_TRUE(k.writes.empty());
+}
+#endif
