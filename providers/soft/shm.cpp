@@ -408,12 +408,145 @@ static int range_lock(int fd, short type, off_t start, bool wait)
 	return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0 ? 0 : errno;
 }
 
-static bool header_ok(const SegmentHeader *h, int index)
+const char *segment_header_defect(const SegmentHeader *h, uint64_t file_size, int index,
+				  uint32_t uid)
 {
-	return h->magic == kMagic && h->version == kLayoutVersion && h->size == segment_bytes() &&
-	       h->uid == geteuid() && h->device_index == uint32_t(index) &&
-	       h->checksum == header_checksum(h) && h->arena_offset == header_bytes() &&
-	       h->arena_size == kArenaSize && h->arena_initialised == 1;
+	if (file_size != segment_bytes())
+		return "file size does not match this layout";
+	if (h->magic != kMagic)
+		return "bad magic";
+	if (h->version != kLayoutVersion)
+		return "another layout version";
+	if (h->size != segment_bytes())
+		return "recorded size does not match this layout";
+	if (h->uid != uid)
+		return "another user's segment";
+	if (h->device_index != uint32_t(index))
+		return "another device's segment";
+	if (h->checksum != header_checksum(h))
+		return "header checksum mismatch";
+	if (h->arena_offset != header_bytes() || h->arena_size != kArenaSize)
+		return "arena placement does not match this layout";
+	if (h->arena_initialised != 1)
+		return "arena never initialised";
+	return nullptr;
+}
+
+// A ring locator: none, an arena ring inside the arena (64-byte aligned,
+// room for its header), or a memfd locator (checked again when mapped).
+static const char *ring_loc_defect(const SegmentHeader *h, const RingLoc &l)
+{
+	uint32_t kind = __atomic_load_n(&l.kind, __ATOMIC_RELAXED);
+	uint64_t off = __atomic_load_n(&l.off, __ATOMIC_RELAXED);
+	if (kind > RING_MEMFD)
+		return "unknown ring locator kind";
+	if (off) {
+		uint64_t lo = h->arena_offset + sizeof(BlockHeader);
+		if (off < lo || (off & 63) || off > h->arena_offset + h->arena_size ||
+		    h->arena_offset + h->arena_size - off < sizeof(RingHeader))
+			return "ring offset outside the arena";
+	} else if (kind == RING_ARENA) {
+		return "arena ring without an offset";
+	}
+	return nullptr;
+}
+
+const char *segment_tables_defect(const SegmentHeader *h)
+{
+	auto ld = [](const uint32_t &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+	for (const ProcEntry &p : h->procs)
+		if (p.in_use.load(std::memory_order_relaxed) > 1)
+			return "process entry: bad state";
+	for (const QpEntry &q : h->qps) {
+		uint32_t slot = q.slot.load(std::memory_order_relaxed);
+		if (slot > SLOT_LIVE)
+			return "QP entry: bad slot state";
+		if (slot != SLOT_LIVE)
+			continue;
+		if (q.state.load(std::memory_order_relaxed) > IBV_QPS_ERR)
+			return "QP entry: bad QP state";
+		if (ld(q.owner) >= kMaxProcs)
+			return "QP entry: owner out of range";
+		if (ld(q.srq) > kMaxSrqs || ld(q.recv_cq) > kMaxCqs || ld(q.xrcd) > kMaxXrcds)
+			return "QP entry: SRQ, CQ or XRC domain out of range";
+		if (const char *d = ring_loc_defect(h, q.rq_ring))
+			return d;
+	}
+	for (const CqEntry &c : h->cqs) {
+		uint32_t slot = c.slot.load(std::memory_order_relaxed);
+		if (slot > SLOT_LIVE)
+			return "CQ entry: bad slot state";
+		if (slot != SLOT_LIVE)
+			continue;
+		if (ld(c.owner) >= kMaxProcs)
+			return "CQ entry: owner out of range";
+		if (c.armed.load(std::memory_order_relaxed) > 2)
+			return "CQ entry: bad arm state";
+		if (const char *d = ring_loc_defect(h, c.ring))
+			return d;
+	}
+	for (const SrqEntry &r : h->srqs) {
+		uint32_t slot = r.slot.load(std::memory_order_relaxed);
+		if (slot > SLOT_LIVE)
+			return "SRQ entry: bad slot state";
+		if (slot != SLOT_LIVE)
+			continue;
+		if (ld(r.owner) >= kMaxProcs)
+			return "SRQ entry: owner out of range";
+		if (ld(r.xrcd) > kMaxXrcds || ld(r.cq) > kMaxCqs)
+			return "SRQ entry: XRC domain or CQ out of range";
+		if (const char *d = ring_loc_defect(h, r.ring))
+			return d;
+	}
+	for (const MrEntry &m : h->mrs) {
+		uint32_t kind = m.kind.load(std::memory_order_relaxed);
+		if (kind > KEY_MW)
+			return "key entry: unknown kind";
+		if (kind == KEY_FREE)
+			continue;
+		if (ld(m.owner) >= kMaxProcs)
+			return "key entry: owner out of range";
+		if (ld(m.parent) > kMaxMrs)
+			return "key entry: window parent out of range";
+		if ((ld(m.key) >> 8) == 0 || (ld(m.key) >> 8) - 1 != uint32_t(&m - h->mrs))
+			return "key entry: key does not name its own slot";
+	}
+	for (const XrcdEntry &x : h->xrcds)
+		if (x.in_use > 1)
+			return "XRC domain entry: bad state";
+	for (const XrcdRef &r : h->xrcd_refs)
+		if (r.in_use > 1 || (r.in_use && (r.xrcd >= kMaxXrcds || r.proc >= kMaxProcs)))
+			return "XRC domain reference: out of range";
+	for (const QpHandleRef &r : h->qp_refs)
+		if (r.in_use > 1 || (r.in_use && (r.qp >= kMaxQps || r.proc >= kMaxProcs)))
+			return "QP handle reference: out of range";
+	for (const McastEntry &g : h->mcast) {
+		if (g.in_use > 1)
+			return "multicast entry: bad state";
+		for (uint32_t qpn : g.qpn)
+			if (qpn && (qpn < kQpnBase || qpn - kQpnBase >= kMaxQps))
+				return "multicast entry: QP number out of range";
+	}
+	return nullptr;
+}
+
+const char *arena_defect(const uint8_t *arena, uint64_t arena_size)
+{
+	uint64_t off = 0;
+	while (off < arena_size) {
+		if (arena_size - off < sizeof(BlockHeader))
+			return "arena: a block header runs past the end";
+		BlockHeader b;
+		memcpy(&b, arena + off, sizeof(b));
+		if (b.magic != kBlockMagic)
+			return "arena: bad block magic";
+		if (b.size < 64 || b.size % 64 || b.size > arena_size - off)
+			return "arena: bad block size";
+		if (b.free > 1)
+			return "arena: bad block state";
+		off += b.size;
+	}
+	return nullptr;
 }
 
 static void init_header(Segment *seg, int index)
@@ -489,9 +622,10 @@ static int attach_new(int index, const char *name, Segment *seg)
 			if (st.st_size && uint64_t(st.st_size) == segment_bytes()) {
 				if ((rc = map_segment(seg)))
 					return fail(rc);
-				if (!header_ok(seg->hdr, hdr_index))
-					softlog(2, "%s: damaged or foreign segment with no user: "
-						   "reinitialised", seg->path);
+				if (const char *d = segment_header_defect(seg->hdr, uint64_t(st.st_size),
+									 hdr_index, geteuid()))
+					softlog(2, "%s: damaged or foreign segment with no user (%s): "
+						   "reinitialised", seg->path, d);
 				sys_munmap(seg->base, seg->size);
 				seg->base = nullptr;
 			}
@@ -508,9 +642,22 @@ static int attach_new(int index, const char *name, Segment *seg)
 			}
 			if ((rc = map_segment(seg)))
 				return fail(rc);
-			if (!header_ok(seg->hdr, hdr_index)) {
-				softlog(1, "%s: damaged segment header while in use: not trusting it",
-					seg->path);
+			if (const char *d = segment_header_defect(seg->hdr, uint64_t(st.st_size),
+								 hdr_index, geteuid())) {
+				softlog(1, "%s: damaged segment header while in use (%s): not trusting it",
+					seg->path, d);
+				return fail(EPROTO);
+			}
+			// The tables and the arena, as they stand between two holders
+			// of the device lock.
+			shm_lock(&seg->hdr->lock);
+			const char *d = segment_tables_defect(seg->hdr);
+			if (!d)
+				d = arena_defect(seg->arena(), seg->hdr->arena_size);
+			shm_unlock(&seg->hdr->lock);
+			if (d) {
+				softlog(1, "%s: damaged segment while in use (%s): not trusting it",
+					seg->path, d);
 				return fail(EPROTO);
 			}
 		}

@@ -289,6 +289,25 @@ struct Segment {
 	static RingLoc arena_loc(uint64_t off) { return RingLoc{RING_ARENA, 0, off, -1, 0, 0, 0}; }
 };
 
+// ---- Validation of a segment (attach refuses one that fails, with the
+// defect in the diagnostic; the fuzz targets feed these functions arbitrary
+// bytes). Pure functions of the bytes given: no lock, no global state. Each
+// returns nullptr when sound, else a constant string naming the first
+// defect found.
+// The header of a segment file of `file_size` bytes of user `uid` whose
+// header names device `index` (soft<index>'s index, or
+// OPENVERBS_MAX_SOFT_DEVICES for a RoCE device): magic, layout version,
+// sizes, identity, checksum, arena placement.
+const char *segment_header_defect(const SegmentHeader *h, uint64_t file_size, int index,
+				  uint32_t uid);
+// The shared tables (what must hold whenever the device lock is free):
+// slot states and kinds take known values, every index names an entry
+// that exists, every ring locator names a ring inside the arena or a memfd.
+const char *segment_tables_defect(const SegmentHeader *h);
+// The arena's block chain: `arena_size` bytes at `arena`, blocks with
+// their magic, sizes multiple of 64 that tile the arena exactly.
+const char *arena_defect(const uint8_t *arena, uint64_t arena_size);
+
 // Attach this process to soft<index> (creating the segment when absent).
 // Returns 0 or an errno value (EPROTO: damaged segment; EMFILE...).
 // RoCE devices (index kRoceIndexBase + N, below 2 * OPENVERBS_MAX_SOFT_DEVICES)

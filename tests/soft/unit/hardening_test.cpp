@@ -8,6 +8,7 @@
 #include <infiniband/driver.h>
 #include <infiniband/openverbs.h>
 #include <infiniband/verbs.h>
+#include "shm.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <cstddef>
 #include <string>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -754,6 +757,62 @@ TEST(SoftHardening, MappingInUseIsNeverUnmapped)
 		<< (WIFSIGNALED(st) ? "killed by signal " : "status ")
 		<< (WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)) << "\n"
 		<< err;
+}
+
+// ---------------------------------------------------------------- item 8
+
+// A segment whose tables or arena are damaged while it is in use is refused
+// (EPROTO, with the defect in the diagnostic), not trusted: here the first
+// arena block's magic, then a QP entry's slot state.
+TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
+{
+	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft4";
+	int ready[2];
+	ASSERT_EQ(pipe(ready), 0);
+	pid_t c = fork();
+	if (c == 0) {
+		ibv_context *ctx = open_soft(4);
+		char ok = ctx ? 'y' : 'n';
+		if (write(ready[1], &ok, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	ASSERT_EQ(read(ready[0], &ok, 1), 1);
+	ASSERT_EQ(ok, 'y');
+	int fd = open(path.c_str(), O_RDWR);
+	ASSERT_GE(fd, 0);
+	uint64_t arena_offset = 0;
+	ASSERT_EQ(pread(fd, &arena_offset, 8, offsetof(ovsoft::SegmentHeader, arena_offset)), 8);
+	auto damage = [&](off_t at, uint32_t value) {
+		uint32_t old = 0;
+		EXPECT_EQ(pread(fd, &old, 4, at), 4);
+		EXPECT_EQ(pwrite(fd, &value, 4, at), 4);
+		errno = 0;
+		ibv_context *ctx = open_soft(4);
+		int e = errno;
+		if (ctx)
+			ibv_close_device(ctx);
+		EXPECT_EQ(pwrite(fd, &old, 4, at), 4);
+		return ctx ? 0 : e;
+	};
+	// The first arena block's magic (BlockHeader: size, free, owner, magic).
+	EXPECT_EQ(damage(off_t(arena_offset + 16), 0x12345678), EPROTO);
+	// QP entry 7's slot state.
+	EXPECT_EQ(damage(off_t(offsetof(ovsoft::SegmentHeader, qps) + 7 * sizeof(ovsoft::QpEntry)),
+			 77),
+		  EPROTO);
+	// Undamaged again: usable.
+	ibv_context *ctx = open_soft(4);
+	EXPECT_NE(ctx, nullptr) << strerror(errno);
+	if (ctx)
+		ibv_close_device(ctx);
+	close(fd);
+	kill(c, SIGKILL);
+	waitpid(c, nullptr, 0);
+	close(ready[0]);
+	close(ready[1]);
 }
 
 } // namespace
