@@ -1103,6 +1103,29 @@ __attribute__((constructor)) static void share_init()
 	pthread_atfork(share_atfork_prepare, share_atfork_parent, share_atfork_child);
 }
 
+// Enters a write section of e (device lock held) and fills a new key's
+// entry, this process its owner and nothing bound; the caller adds the
+// backing and the kind, then leaves with key_write_unlock(e, returned).
+static uint64_t key_write_new(MrEntry &e, Segment *seg, uint32_t key, uint32_t pd_id,
+			      uint32_t access, uint64_t addr, uint64_t iova, uint64_t length,
+			      uint32_t mw_type)
+{
+	uint64_t ws = key_write_lock(e);
+	kst(e.key, key);
+	kst(e.owner, seg->my_proc);
+	kst(e.owner_pid, self_pid());
+	kst(e.pd_id, pd_id);
+	kst(e.access, access);
+	kst(e.addr, addr);
+	kst(e.iova, iova);
+	kst(e.length, length);
+	kst(e.mw_type, mw_type);
+	kst(e.parent, 0u);
+	kst(e.parent_seq, 0u);
+	kst(e.bound_qpn, 0u);
+	return ws;
+}
+
 // Inside a write section of e (keys.h).
 // The whole region is shared when it has a slot (share_region).
 static void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, uint64_t file_off)
@@ -1147,19 +1170,8 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	MrEntry &e = seg->hdr->mrs[slot];
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
 	uint32_t key = make_key(seg, slot);
-	uint64_t ws = key_write_lock(e);
-	kst(e.key, key);
-	kst(e.owner, seg->my_proc);
-	kst(e.owner_pid, self_pid());
-	kst(e.pd_id, to_spd(ibpd)->id);
-	kst(e.access, uint32_t(access));
-	kst(e.addr, uintptr_t(addr));
-	kst(e.iova, iova);
-	kst(e.length, length);
-	kst(e.mw_type, 0u);
-	kst(e.parent, 0u);
-	kst(e.parent_seq, 0u);
-	kst(e.bound_qpn, 0u);
+	uint64_t ws = key_write_new(e, seg, key, to_spd(ibpd)->id, uint32_t(access), uintptr_t(addr),
+				    iova, length, 0);
 	fill_share(e, mr->share, iova, length, file_off);
 	e.kind.store(KEY_MR, std::memory_order_relaxed);
 	key_write_unlock(e, ws);
@@ -1397,19 +1409,7 @@ static struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 	}
 	MrEntry &e = seg->hdr->mrs[slot];
 	uint32_t key = make_key(seg, slot);
-	uint64_t ws = key_write_lock(e);
-	kst(e.key, key);
-	kst(e.owner, seg->my_proc);
-	kst(e.owner_pid, self_pid());
-	kst(e.pd_id, to_spd(ibpd)->id);
-	kst(e.access, 0u);
-	kst(e.addr, 0u);
-	kst(e.iova, 0u);
-	kst(e.length, 0u);
-	kst(e.mw_type, uint32_t(type));
-	kst(e.parent, 0u);
-	kst(e.parent_seq, 0u);
-	kst(e.bound_qpn, 0u);
+	uint64_t ws = key_write_new(e, seg, key, to_spd(ibpd)->id, 0, 0, 0, 0, uint32_t(type));
 	fill_share(e, -1, 0, 0, 0);
 	e.kind.store(KEY_MW, std::memory_order_relaxed);
 	key_write_unlock(e, ws);

@@ -98,8 +98,33 @@ inline pid_t spawn_self(const char *flag, const char *mode, FILE **in, FILE **ou
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <sys/types.h>
 
 namespace ov_test {
+
+// Forks a child that opens soft<index> and sleeps holding it (a user of
+// the device's segment); returns its pid once it has the device, or -1.
+// The caller kills and reaps it.
+inline pid_t hold_soft_in_child(int index)
+{
+	int ready[2];
+	if (pipe(ready))
+		return -1;
+	pid_t c = fork();
+	if (c == 0) {
+		close(ready[0]);
+		char ok = open_soft(index) ? 'y' : 'n';
+		if (write(ready[1], &ok, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	char ok = 0;
+	bool got = read(ready[0], &ok, 1) == 1 && ok == 'y';
+	close(ready[0]);
+	return c > 0 && got ? c : -1;
+}
 
 // Handle wrappers: each object destroys itself (deleters ignore nullptr).
 struct CtxDel { void operator()(ibv_context *c) const { ibv_close_device(c); } };

@@ -767,20 +767,8 @@ TEST(SoftHardening, MappingInUseIsNeverUnmapped)
 TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 {
 	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft4";
-	int ready[2];
-	ASSERT_EQ(pipe(ready), 0);
-	pid_t c = fork();
-	if (c == 0) {
-		ibv_context *ctx = open_soft(4);
-		char ok = ctx ? 'y' : 'n';
-		if (write(ready[1], &ok, 1) != 1)
-			_exit(1);
-		pause();
-		_exit(0);
-	}
-	char ok = 0;
-	ASSERT_EQ(read(ready[0], &ok, 1), 1);
-	ASSERT_EQ(ok, 'y');
+	pid_t c = hold_soft_in_child(4);
+	ASSERT_GT(c, 0);
 	int fd = open(path.c_str(), O_RDWR);
 	ASSERT_GE(fd, 0);
 	uint64_t arena_offset = 0;
@@ -811,8 +799,6 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	close(fd);
 	kill(c, SIGKILL);
 	waitpid(c, nullptr, 0);
-	close(ready[0]);
-	close(ready[1]);
 }
 
 } // namespace

@@ -1667,20 +1667,8 @@ TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 	std::string dir = "/dev/shm/openverbs-" + std::to_string(getuid());
 	std::string path = dir + "/soft5";
 	// A user of soft5 in another process.
-	int ready[2];
-	ASSERT_EQ(pipe(ready), 0);
-	pid_t c = fork();
-	if (c == 0) {
-		ibv_context *ctx = open_soft(5);
-		char ok = ctx ? 'y' : 'n';
-		if (write(ready[1], &ok, 1) != 1)
-			_exit(1);
-		pause();
-		_exit(0);
-	}
-	char ok = 0;
-	ASSERT_EQ(read(ready[0], &ok, 1), 1);
-	ASSERT_EQ(ok, 'y');
+	pid_t c = ov_test::hold_soft_in_child(5);
+	ASSERT_GT(c, 0);
 	struct stat st;
 	ASSERT_EQ(stat(path.c_str(), &st), 0);
 	// Damage the header: a new opener must refuse it (EPROTO).
@@ -1708,8 +1696,6 @@ TEST(SoftProcesses, DamagedSegmentIsRefusedWhileInUseAndRebuiltWhenNot)
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	EXPECT_NE(stat(path.c_str(), &st), 0); // last user removed it
-	close(ready[0]);
-	close(ready[1]);
 }
 
 } // namespace
