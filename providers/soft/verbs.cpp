@@ -11,6 +11,7 @@
 #include <infiniband/openverbs.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -2766,13 +2767,17 @@ static int soft_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-// Required and optional attribute masks per transition and QP type
-// (InfiniBand spec "QP state transition" tables; ibv_modify_qp(3)).
+// ---- The QP state machine: required and optional attribute masks per
+// transition and QP type, as one table (ibv_modify_qp(3); the InfiniBand
+// specification's QP state transition tables; the kernel keeps the same kind
+// of table in drivers/infiniband/core/verbs.c, qp_state_table).
+
 struct Transition {
 	uint32_t req;
 	uint32_t opt;
 };
 
+// QP types as the table tells them apart (RC also stands for any other).
 enum Kind { K_UD, K_UC, K_RC, K_XI, K_XT, K_N };
 
 static Kind kind_of(enum ibv_qp_type t)
@@ -2791,109 +2796,75 @@ static Kind kind_of(enum ibv_qp_type t)
 	}
 }
 
+// One allowed transition: the masks for UD, UC, RC, XRC_SEND, XRC_RECV
+// (a kind with kind_ok false may not take it).
+struct TransitionRow {
+	bool valid;
+	Transition by_kind[K_N];
+	bool kind_ok[K_N];
+};
+
+inline constexpr int kQpStates = IBV_QPS_ERR + 1;
+
+static constexpr std::array<std::array<TransitionRow, kQpStates>, kQpStates> make_qp_table()
+{
+	constexpr uint32_t P = IBV_QP_PKEY_INDEX, PO = IBV_QP_PORT, Q = IBV_QP_QKEY,
+			   A = IBV_QP_ACCESS_FLAGS, AV = IBV_QP_AV, MTU = IBV_QP_PATH_MTU,
+			   DQ = IBV_QP_DEST_QPN, RP = IBV_QP_RQ_PSN,
+			   MDA = IBV_QP_MAX_DEST_RD_ATOMIC, RNRT = IBV_QP_MIN_RNR_TIMER,
+			   SP = IBV_QP_SQ_PSN, TO = IBV_QP_TIMEOUT, RCNT = IBV_QP_RETRY_CNT,
+			   RR = IBV_QP_RNR_RETRY, MQA = IBV_QP_MAX_QP_RD_ATOMIC, ALT = IBV_QP_ALT_PATH,
+			   CS = IBV_QP_CUR_STATE, MIG = IBV_QP_PATH_MIG_STATE,
+			   DRAIN = IBV_QP_EN_SQD_ASYNC_NOTIFY;
+	std::array<std::array<TransitionRow, kQpStates>, kQpStates> t{};
+	// (UD, UC, RC, XRC_SEND, XRC_RECV) masks; every type may take it.
+	auto row = [](Transition ud, Transition uc, Transition rc, Transition xi, Transition xt) {
+		return TransitionRow{true, {ud, uc, rc, xi, xt}, {true, true, true, true, true}};
+	};
+	auto same = [&](Transition m) { return row(m, m, m, m, m); };
+	// Any state -> RESET or ERR, no attribute.
+	for (int s = 0; s < kQpStates; s++) {
+		t[s][IBV_QPS_RESET] = same({0, 0});
+		t[s][IBV_QPS_ERR] = same({0, 0});
+	}
+	const Transition ud_init = {P | PO | Q, 0}, init = {P | PO | A, 0};
+	t[IBV_QPS_RESET][IBV_QPS_INIT] = row(ud_init, init, init, init, init);
+	t[IBV_QPS_INIT][IBV_QPS_INIT] = row({0, P | PO | Q}, {0, P | PO | A}, {0, P | PO | A},
+					    {0, P | PO | A}, {0, P | PO | A});
+	const Transition conn_rtr = {AV | MTU | DQ | RP, ALT | A | P};
+	const Transition rc_rtr = {AV | MTU | DQ | RP | MDA | RNRT, ALT | A | P};
+	t[IBV_QPS_INIT][IBV_QPS_RTR] = row({0, P | Q}, conn_rtr, rc_rtr, conn_rtr, rc_rtr);
+	const Transition rc_rts = {SP | TO | RCNT | RR | MQA, CS | ALT | A | RNRT | MIG};
+	t[IBV_QPS_RTR][IBV_QPS_RTS] = row({SP, CS | Q}, {SP, CS | ALT | A | MIG}, rc_rts, rc_rts,
+					  {TO | SP, CS | ALT | A | RNRT | MIG});
+	const Transition ud_re = {0, CS | Q}, uc_re = {0, CS | A | ALT | MIG},
+			 rc_re = {0, CS | A | ALT | MIG | RNRT};
+	t[IBV_QPS_RTS][IBV_QPS_RTS] = row(ud_re, uc_re, rc_re, rc_re, rc_re);
+	t[IBV_QPS_RTS][IBV_QPS_SQD] = same({0, DRAIN});
+	t[IBV_QPS_SQD][IBV_QPS_RTS] = row(ud_re, uc_re, rc_re, rc_re, rc_re);
+	const Transition rc_sqd = {0, PO | AV | TO | RCNT | RR | MQA | MDA | ALT | A | P | RNRT | MIG};
+	t[IBV_QPS_SQD][IBV_QPS_SQD] = row({0, P | Q}, {0, AV | ALT | A | P | MIG}, rc_sqd, rc_sqd,
+					  rc_sqd);
+	// SQE exists for unreliable types only.
+	t[IBV_QPS_SQE][IBV_QPS_RTS] = row({0, CS | Q | A}, {0, CS | Q | A}, {}, {}, {});
+	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_RC] = false;
+	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_XI] = false;
+	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_XT] = false;
+	return t;
+}
+
+static constexpr auto kQpTable = make_qp_table();
+
+// The masks of cur -> next for a QP of kind k; false when not allowed.
 static bool transition(enum ibv_qp_state cur, enum ibv_qp_state next, Kind k, Transition *out)
 {
-	const uint32_t P = IBV_QP_PKEY_INDEX, PO = IBV_QP_PORT, Q = IBV_QP_QKEY,
-		       A = IBV_QP_ACCESS_FLAGS, AV = IBV_QP_AV, MTU = IBV_QP_PATH_MTU,
-		       DQ = IBV_QP_DEST_QPN, RP = IBV_QP_RQ_PSN, MDA = IBV_QP_MAX_DEST_RD_ATOMIC,
-		       RNRT = IBV_QP_MIN_RNR_TIMER, SP = IBV_QP_SQ_PSN, TO = IBV_QP_TIMEOUT,
-		       RC_ = IBV_QP_RETRY_CNT, RR = IBV_QP_RNR_RETRY, MQA = IBV_QP_MAX_QP_RD_ATOMIC,
-		       ALT = IBV_QP_ALT_PATH, CS = IBV_QP_CUR_STATE, MIG = IBV_QP_PATH_MIG_STATE,
-		       DRAIN = IBV_QP_EN_SQD_ASYNC_NOTIFY;
-	Transition t = {0, 0};
-	bool ok = true;
-	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
-		*out = t;
-		return true;
-	}
-	switch (cur) {
-	case IBV_QPS_RESET:
-		if (next != IBV_QPS_INIT)
-			return false;
-		t.req = k == K_UD ? (P | PO | Q) : (P | PO | A);
-		break;
-	case IBV_QPS_INIT:
-		if (next == IBV_QPS_INIT) {
-			t.opt = k == K_UD ? (P | PO | Q) : (P | PO | A);
-		} else if (next == IBV_QPS_RTR) {
-			switch (k) {
-			case K_UD:
-				t.opt = P | Q;
-				break;
-			case K_UC:
-				t.req = AV | MTU | DQ | RP;
-				t.opt = ALT | A | P;
-				break;
-			case K_XI:
-				t.req = AV | MTU | DQ | RP;
-				t.opt = ALT | A | P;
-				break;
-			default:
-				t.req = AV | MTU | DQ | RP | MDA | RNRT;
-				t.opt = ALT | A | P;
-				break;
-			}
-		} else {
-			ok = false;
-		}
-		break;
-	case IBV_QPS_RTR:
-		if (next != IBV_QPS_RTS)
-			return false;
-		switch (k) {
-		case K_UD:
-			t.req = SP;
-			t.opt = CS | Q;
-			break;
-		case K_UC:
-			t.req = SP;
-			t.opt = CS | ALT | A | MIG;
-			break;
-		case K_XT:
-			t.req = TO | SP;
-			t.opt = CS | ALT | A | RNRT | MIG;
-			break;
-		default:
-			t.req = SP | TO | RC_ | RR | MQA;
-			t.opt = CS | ALT | A | RNRT | MIG;
-			break;
-		}
-		break;
-	case IBV_QPS_RTS:
-		if (next == IBV_QPS_RTS) {
-			t.opt = k == K_UD ? (CS | Q)
-					  : (k == K_UC ? (CS | A | ALT | MIG)
-						       : (CS | A | ALT | MIG | RNRT));
-		} else if (next == IBV_QPS_SQD) {
-			t.opt = DRAIN;
-		} else {
-			ok = false;
-		}
-		break;
-	case IBV_QPS_SQD:
-		if (next == IBV_QPS_RTS) {
-			t.opt = k == K_UD ? (CS | Q)
-					  : (k == K_UC ? (CS | A | ALT | MIG)
-						       : (CS | A | ALT | MIG | RNRT));
-		} else if (next == IBV_QPS_SQD) {
-			t.opt = k == K_UD ? (P | Q)
-					  : (k == K_UC ? (AV | ALT | A | P | MIG)
-						       : (PO | AV | TO | RC_ | RR | MQA | MDA | ALT |
-							  A | P | RNRT | MIG));
-		} else {
-			ok = false;
-		}
-		break;
-	case IBV_QPS_SQE:
-		if (next != IBV_QPS_RTS || (k != K_UD && k != K_UC))
-			return false;
-		t.opt = CS | Q | A;
-		break;
-	default:
-		ok = false;
-	}
-	*out = t;
-	return ok;
+	if (unsigned(cur) >= unsigned(kQpStates) || unsigned(next) >= unsigned(kQpStates))
+		return false;
+	const TransitionRow &r = kQpTable[cur][next];
+	if (!r.valid || !r.kind_ok[k])
+		return false;
+	*out = r.by_kind[k];
+	return true;
 }
 
 // Removes from a thread-domain CQ's lane the completions of QP qpn (the
