@@ -144,54 +144,101 @@ inline constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
 				  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
 				  IBV_ACCESS_MW_BIND;
 
-// Moves qp through INIT, RTR and RTS towards QP number dest on the device of
-// LID dlid (ibv_modify_qp(3): the attribute masks each transition needs).
-inline ::testing::AssertionResult bring_up(ibv_qp *qp, uint32_t dest, uint16_t dlid, int access,
-					   uint8_t rnr_retry = 7)
+// Where and how a QP is brought up (ibv_modify_qp(3) attributes); the
+// defaults connect to soft0 (LID 1) with every remote right.
+struct Path {
+	uint32_t dest_qpn = 0;
+	uint16_t dlid = 1;
+	const ibv_gid *dgid = nullptr; // set: a global route to this GID
+	int access = kAllAccess;        // IBV_ACCESS_MW_BIND is dropped (no QP right)
+	uint32_t qkey = 0x11111111;     // UD
+	uint8_t min_rnr_timer = 1;
+	uint8_t rnr_retry = 7;
+	uint8_t retry_cnt = 7;
+	uint8_t timeout = 10;
+	uint8_t rd_atomic = 4;          // max_rd_atomic and max_dest_rd_atomic
+};
+
+// One step each, with exactly the attributes the transition needs for the
+// QP's type; 0 or the errno value of ibv_modify_qp.
+inline int qp_to_init(ibv_qp *qp, const Path &p)
 {
 	ibv_qp_attr a = {};
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 	if (qp->qp_type == IBV_QPT_UD) {
-		a.qkey = 0x11111111;
+		a.qkey = p.qkey;
 		mask |= IBV_QP_QKEY;
 	} else {
-		a.qp_access_flags = access & ~IBV_ACCESS_MW_BIND; // not a QP right
+		a.qp_access_flags = p.access & ~IBV_ACCESS_MW_BIND;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
-	if (int rc = ibv_modify_qp(qp, &a, mask))
-		return ::testing::AssertionFailure() << "INIT: " << strerror(rc);
-	a = {};
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+inline int qp_to_rtr(ibv_qp *qp, const Path &p)
+{
+	ibv_qp_attr a = {};
 	a.qp_state = IBV_QPS_RTR;
-	mask = IBV_QP_STATE;
+	int mask = IBV_QP_STATE;
 	if (qp->qp_type != IBV_QPT_UD) {
 		a.path_mtu = IBV_MTU_4096;
-		a.dest_qp_num = dest;
-		a.ah_attr.dlid = dlid;
+		a.dest_qp_num = p.dest_qpn;
+		a.ah_attr.dlid = p.dlid;
 		a.ah_attr.port_num = 1;
+		if (p.dgid) {
+			a.ah_attr.is_global = 1;
+			a.ah_attr.grh.dgid = *p.dgid;
+			a.ah_attr.grh.hop_limit = 1;
+		}
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		if (qp->qp_type == IBV_QPT_RC) {
-			a.max_dest_rd_atomic = 4;
-			a.min_rnr_timer = 1;
+			a.max_dest_rd_atomic = p.rd_atomic;
+			a.min_rnr_timer = p.min_rnr_timer;
 			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		}
 	}
-	if (int rc = ibv_modify_qp(qp, &a, mask))
-		return ::testing::AssertionFailure() << "RTR: " << strerror(rc);
-	a = {};
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+inline int qp_to_rts(ibv_qp *qp, const Path &p)
+{
+	ibv_qp_attr a = {};
 	a.qp_state = IBV_QPS_RTS;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 	if (qp->qp_type == IBV_QPT_RC) {
-		a.timeout = 10;
-		a.retry_cnt = 7;
-		a.rnr_retry = rnr_retry;
-		a.max_rd_atomic = 4;
+		a.timeout = p.timeout;
+		a.retry_cnt = p.retry_cnt;
+		a.rnr_retry = p.rnr_retry;
+		a.max_rd_atomic = p.rd_atomic;
 		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 	}
-	if (int rc = ibv_modify_qp(qp, &a, mask))
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+// INIT, RTR and RTS in turn; the first failure names its step.
+inline ::testing::AssertionResult bring_up(ibv_qp *qp, const Path &p)
+{
+	if (int rc = qp_to_init(qp, p))
+		return ::testing::AssertionFailure() << "INIT: " << strerror(rc);
+	if (int rc = qp_to_rtr(qp, p))
+		return ::testing::AssertionFailure() << "RTR: " << strerror(rc);
+	if (int rc = qp_to_rts(qp, p))
 		return ::testing::AssertionFailure() << "RTS: " << strerror(rc);
 	return ::testing::AssertionSuccess();
+}
+
+// The common case: towards QP number dest on the device of LID dlid.
+inline ::testing::AssertionResult bring_up(ibv_qp *qp, uint32_t dest, uint16_t dlid, int access,
+					   uint8_t rnr_retry = 7)
+{
+	Path p;
+	p.dest_qpn = dest;
+	p.dlid = dlid;
+	p.access = access;
+	p.rnr_retry = rnr_retry;
+	return bring_up(qp, p);
 }
 
 // A context of soft<index> with a PD and two connected QPs (a sends to b),

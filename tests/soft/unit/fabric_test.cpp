@@ -60,51 +60,18 @@ struct Side {
 	int connect(uint16_t dlid, const ibv_gid *dgid, uint32_t dqpn, uint8_t retry = 7,
 		    uint8_t timeout = 10)
 	{
-		ibv_qp_attr a = {};
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-		if (qp->qp_type == IBV_QPT_UD) {
-			a.qkey = 0x1234;
-			mask |= IBV_QP_QKEY;
-		} else {
-			a.qp_access_flags = kAccess;
-			mask |= IBV_QP_ACCESS_FLAGS;
-		}
-		if (int rc = ibv_modify_qp(qp, &a, mask))
-			return rc;
-		a = {};
-		a.qp_state = IBV_QPS_RTR;
-		mask = IBV_QP_STATE;
-		if (qp->qp_type != IBV_QPT_UD) {
-			a.path_mtu = IBV_MTU_4096;
-			a.dest_qp_num = dqpn;
-			a.ah_attr.dlid = dlid;
-			a.ah_attr.port_num = 1;
-			if (dgid) {
-				a.ah_attr.is_global = 1;
-				a.ah_attr.grh.dgid = *dgid;
-				a.ah_attr.grh.hop_limit = 1;
-			}
-			a.max_dest_rd_atomic = 4;
-			a.min_rnr_timer = 1;
-			mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-		}
-		if (int rc = ibv_modify_qp(qp, &a, mask))
-			return rc;
-		a = {};
-		a.qp_state = IBV_QPS_RTS;
-		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (qp->qp_type == IBV_QPT_RC) {
-			a.timeout = timeout;
-			a.retry_cnt = retry;
-			a.rnr_retry = 7;
-			a.max_rd_atomic = 4;
-			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				IBV_QP_MAX_QP_RD_ATOMIC;
-		}
-		return ibv_modify_qp(qp, &a, mask);
+		ov_test::Path p;
+		p.dest_qpn = dqpn;
+		p.dlid = dlid;
+		p.dgid = dgid;
+		p.access = kAccess;
+		p.qkey = 0x1234;
+		p.retry_cnt = retry;
+		p.timeout = timeout;
+		int rc = ov_test::qp_to_init(qp, p);
+		if (!rc)
+			rc = ov_test::qp_to_rtr(qp, p);
+		return rc ? rc : ov_test::qp_to_rts(qp, p);
 	}
 
 	int post_recv(uint32_t off, uint32_t len)

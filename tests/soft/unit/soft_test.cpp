@@ -37,58 +37,28 @@ std::string g_self; // path of this executable (peers are exec'ed from it)
 using ov_test::open_soft;
 using ov_test::poll_one;
 
+// The single steps of soft_fixture.h with this suite's defaults (soft0).
 int to_init(ibv_qp *qp, int access)
 {
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = 1;
-	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-	if (qp->qp_type == IBV_QPT_UD) {
-		a.qkey = 0x11111111;
-		mask |= IBV_QP_QKEY;
-	} else {
-		a.qp_access_flags = access;
-		mask |= IBV_QP_ACCESS_FLAGS;
-	}
-	return ibv_modify_qp(qp, &a, mask);
+	ov_test::Path p;
+	p.access = access;
+	return ov_test::qp_to_init(qp, p);
 }
 
 int to_rtr(ibv_qp *qp, uint32_t dest, uint8_t rnr_timer = 1)
 {
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_RTR;
-	int mask = IBV_QP_STATE;
-	if (qp->qp_type != IBV_QPT_UD) {
-		a.path_mtu = IBV_MTU_4096;
-		a.dest_qp_num = dest;
-		a.rq_psn = 0;
-		a.ah_attr.dlid = 1;
-		a.ah_attr.port_num = 1;
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		if (qp->qp_type == IBV_QPT_RC) {
-			a.max_dest_rd_atomic = 4;
-			a.min_rnr_timer = rnr_timer;
-			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-		}
-	}
-	return ibv_modify_qp(qp, &a, mask);
+	ov_test::Path p;
+	p.dest_qpn = dest;
+	p.min_rnr_timer = rnr_timer;
+	return ov_test::qp_to_rtr(qp, p);
 }
 
 int to_rts(ibv_qp *qp, uint8_t rnr_retry = 7, uint8_t retry = 7)
 {
-	ibv_qp_attr a = {};
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (qp->qp_type == IBV_QPT_RC) {
-		a.timeout = 10;
-		a.retry_cnt = retry;
-		a.rnr_retry = rnr_retry;
-		a.max_rd_atomic = 4;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-	}
-	return ibv_modify_qp(qp, &a, mask);
+	ov_test::Path p;
+	p.rnr_retry = rnr_retry;
+	p.retry_cnt = retry;
+	return ov_test::qp_to_rts(qp, p);
 }
 
 const int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |

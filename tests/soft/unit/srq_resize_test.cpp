@@ -61,36 +61,14 @@ struct SrqLoop : public ::testing::Test {
 
 	static int connect(ibv_qp *qp, uint32_t dest)
 	{
-		ibv_qp_attr x = {};
-		x.qp_state = IBV_QPS_INIT;
-		x.port_num = 1;
-		x.qp_access_flags = 0;
-		if (int rc = ibv_modify_qp(qp, &x,
-					   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-						   IBV_QP_ACCESS_FLAGS))
-			return rc;
-		x = {};
-		x.qp_state = IBV_QPS_RTR;
-		x.path_mtu = IBV_MTU_4096;
-		x.dest_qp_num = dest;
-		x.ah_attr.dlid = 1;
-		x.ah_attr.port_num = 1;
-		x.max_dest_rd_atomic = 1;
-		x.min_rnr_timer = 1;
-		if (int rc = ibv_modify_qp(qp, &x,
-					   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-			return rc;
-		x = {};
-		x.qp_state = IBV_QPS_RTS;
-		x.timeout = 10;
-		x.retry_cnt = 7;
-		x.rnr_retry = 7;
-		x.max_rd_atomic = 1;
-		return ibv_modify_qp(qp, &x,
-				     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+		ov_test::Path p;
+		p.dest_qpn = dest;
+		p.access = 0;
+		p.rd_atomic = 1;
+		int rc = ov_test::qp_to_init(qp, p);
+		if (!rc)
+			rc = ov_test::qp_to_rtr(qp, p);
+		return rc ? rc : ov_test::qp_to_rts(qp, p);
 	}
 
 	int post_srq(uint64_t id)
