@@ -14,8 +14,79 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+#include <unordered_set>
 
 namespace ov::cm {
+
+namespace {
+
+// The channels an application may name. Another thread may still be inside
+// rdma_get_cm_event on a channel being destroyed (rping's event thread is,
+// each time rping exits): with the kernel's CM such a thread stays blocked
+// in its write to the closed file until the process ends, and here it keeps
+// waiting on the channel's sources, which stay open, with the channel's
+// memory, until the last such thread leaves. A call naming a blocking
+// channel destroyed just before (one of the last kRecent) waits the same
+// way; any other unknown channel is refused with EBADF, as the kernel's CM
+// refuses a closed file.
+constexpr unsigned kRecent = 16;
+struct Destroyed {
+	const Channel *ch; // an address only, never dereferenced
+	bool blocking;
+};
+std::mutex g_chan_mu; // guards the three below and Channel::users
+Destroyed g_recent[kRecent] = {};
+unsigned g_recent_next = 0;
+
+// Never destroyed: a thread may call in while the process exits.
+std::unordered_set<Channel *> &live_channels()
+{
+	static auto *live = new std::unordered_set<Channel *>;
+	return *live;
+}
+
+void free_channel(Channel *ch) noexcept
+{
+	if (ch->epfd >= 0)
+		close(ch->epfd);
+	delete ch; // the sources close their fds
+}
+
+// Counts the caller in as a user of ch: 0; ESHUTDOWN when ch is a blocking
+// channel destroyed just before; EBADF when it names no channel.
+int enter_channel(Channel *ch) noexcept
+{
+	std::lock_guard<std::mutex> g(g_chan_mu);
+	if (live_channels().count(ch)) {
+		ch->users++;
+		return 0;
+	}
+	for (const Destroyed &d : g_recent)
+		if (d.ch == ch && d.blocking)
+			return ESHUTDOWN;
+	return EBADF;
+}
+
+void leave_channel(Channel *ch) noexcept
+{
+	bool last;
+	{
+		std::lock_guard<std::mutex> g(g_chan_mu);
+		last = --ch->users == 0 && ch->dead.load(std::memory_order_relaxed);
+	}
+	if (last)
+		free_channel(ch);
+}
+
+// What a thread blocked in the kernel CM's read of a closed channel does:
+// wait until the process ends.
+[[noreturn]] void wait_forever() noexcept
+{
+	for (;;)
+		pause();
+}
+
+} // namespace
 
 rdma_event_channel *create_channel() noexcept
 {
@@ -55,15 +126,37 @@ rdma_event_channel *create_channel() noexcept
 	} else {
 		ch->pub.fd = ch->kernel ? ch->kernel->fd() : ch->soft->fd();
 	}
+	try {
+		std::lock_guard<std::mutex> g(g_chan_mu);
+		live_channels().insert(ch);
+		for (Destroyed &d : g_recent) // an earlier channel at this address
+			if (d.ch == ch)
+				d = Destroyed{};
+	} catch (...) {
+		free_channel(ch);
+		errno = ENOMEM;
+		return nullptr;
+	}
 	return &ch->pub;
 }
 
 void destroy_channel(rdma_event_channel *pub) noexcept
 {
 	Channel *ch = priv(pub);
-	if (ch->epfd >= 0)
-		close(ch->epfd);
-	delete ch; // the sources close their fds
+	bool now;
+	{
+		std::lock_guard<std::mutex> g(g_chan_mu);
+		if (!live_channels().erase(ch)) {
+			log::warn("rdma_destroy_event_channel: %p is not an open channel", (void *)pub);
+			return;
+		}
+		bool blocking = !(fcntl(pub->fd, F_GETFL) & O_NONBLOCK);
+		ch->dead.store(true, std::memory_order_relaxed);
+		g_recent[g_recent_next++ % kRecent] = Destroyed{ch, blocking};
+		now = ch->users == 0;
+	}
+	if (now)
+		free_channel(ch);
 }
 
 int Channel::next(RawEvent &ev) noexcept
@@ -235,6 +328,15 @@ int get_event(rdma_event_channel *pub, rdma_cm_event **out) noexcept
 	if (!out)
 		return fail(EINVAL);
 	Channel *ch = priv(pub);
+	if (int err = enter_channel(ch)) {
+		if (err == ESHUTDOWN)
+			wait_forever();
+		return fail(err);
+	}
+	struct Leave {
+		Channel *ch;
+		~Leave() { leave_channel(ch); }
+	} leave{ch};
 	auto *ev = new (std::nothrow) Event;
 	if (!ev)
 		return fail(ENOMEM);
@@ -248,6 +350,8 @@ int get_event(rdma_event_channel *pub, rdma_cm_event **out) noexcept
 			delete ev;
 			return fail(ret);
 		}
+		if (ch->dead.load(std::memory_order_relaxed))
+			continue; // destroyed meanwhile: no identifier is left to report to
 		if (!raw.uid) {
 			// Only connection requests may lack a uid, and those carry
 			// the listener's: anything else cannot be matched.

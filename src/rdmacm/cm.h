@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,11 @@ struct Channel {
 	std::unique_ptr<EventSource> kernel; // /dev/infiniband/rdma_cm, or null
 	std::unique_ptr<EventSource> soft;   // usercm, or null
 	int epfd = -1; // pub.fd when both sources exist
+	// Threads inside rdma_get_cm_event on this channel, and whether it was
+	// destroyed (channel.cpp's registry lock guards both): a destroyed
+	// channel is freed when the last of them leaves.
+	uint32_t users = 0;
+	std::atomic<bool> dead{false};
 
 	// Next raw event of either source, blocking unless pub.fd is O_NONBLOCK.
 	int next(RawEvent &ev) noexcept;
