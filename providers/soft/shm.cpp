@@ -901,6 +901,9 @@ void segment_reap(Segment *seg)
 	shm_unlock(&seg->hdr->lock);
 }
 
+static void notify_cache_drop_all();
+static void peer_map_drop_all();
+
 void segment_detach(Segment *seg)
 {
 	pthread_mutex_lock(&g_attach_lock);
@@ -940,7 +943,16 @@ void segment_detach(Segment *seg)
 	sys_munmap(seg->base, seg->size);
 	close(seg->fd); // drops the locks
 	delete seg;
+	// The process's last device closed: what it cached to reach its peers
+	// (event-pipe writers, peer mappings) goes too.
+	bool last = true;
+	for (auto &e : g_attached)
+		last = last && !e.seg;
 	pthread_mutex_unlock(&g_attach_lock);
+	if (last) {
+		notify_cache_drop_all();
+		peer_map_drop_all();
+	}
 }
 
 // ---------------------------------------------------------------- notify
@@ -955,11 +967,12 @@ static pthread_mutex_t g_notify_lock = PTHREAD_MUTEX_INITIALIZER;
 static NotifyFd g_notify[128];
 static unsigned g_notify_next;
 
-void notify_cache_drop(int32_t pid)
+// Closes every cached writer (the process's last context has closed).
+static void notify_cache_drop_all()
 {
 	pthread_mutex_lock(&g_notify_lock);
 	for (auto &n : g_notify)
-		if (n.fd > 0 && n.pid == pid) {
+		if (n.fd > 0) {
 			close(n.fd);
 			n = NotifyFd{};
 		}
@@ -1130,6 +1143,24 @@ void peer_map_reclaim()
 	if (!g_retired_count.load(std::memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&g_map_lock);
+	reclaim_locked();
+	pthread_mutex_unlock(&g_map_lock);
+}
+
+// Retires every cached peer mapping (the process's last context has
+// closed): each is unmapped once no section can still use it.
+static void peer_map_drop_all()
+{
+	pthread_mutex_lock(&g_map_lock);
+	bool any = false;
+	for (auto &m : g_maps)
+		if (m.base) {
+			if (!any)
+				g_peer_map_generation.fetch_add(1, std::memory_order_seq_cst);
+			any = true;
+			retire_map(m.base, m.size);
+			m = PeerMap{};
+		}
 	reclaim_locked();
 	pthread_mutex_unlock(&g_map_lock);
 }

@@ -418,6 +418,5 @@ struct MapUse {
 	MapUse(const MapUse &) = delete;
 	MapUse &operator=(const MapUse &) = delete;
 };
-void notify_cache_drop(int32_t pid);
 
 } // namespace ovsoft

@@ -119,33 +119,23 @@ bool ctl_recv(int fd, Ctl &c)
 
 std::string fd_list();
 
-// Open descriptors; with pipes_only, only those that are pipes.
-int count_fds(bool pipes_only = false)
+// Open descriptors.
+int count_fds()
 {
 	int n = 0;
 	if (DIR *d = opendir("/proc/self/fd")) {
-		while (dirent *e = readdir(d)) {
-			if (e->d_name[0] == '.')
-				continue;
-			char link[64] = "", path[300];
-			snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-			ssize_t k = readlink(path, link, sizeof(link) - 1);
-			n += !pipes_only || (k > 5 && !strncmp(link, "pipe:", 5));
-		}
+		while (dirent *e = readdir(d))
+			n += e->d_name[0] != '.';
 		closedir(d);
 	}
 	return n;
 }
 
-// The descriptor check after the last object is gone. The software device
-// keeps up to 128 writer descriptors of other processes' event pipes after
-// ibv_close_device (tests/soak/FINDINGS.md, finding 1): they are tolerated
-// unless OPENVERBS_SOAK_STRICT=1.
-void check_fds(const char *who, int fds0, int pipes0)
+// The descriptor check after the last object is gone: as many as before
+// the device was opened.
+void check_fds(const char *who, int fds0)
 {
-	bool strict = getenv("OPENVERBS_SOAK_STRICT") && !strcmp(getenv("OPENVERBS_SOAK_STRICT"), "1");
-	int extra = count_fds() - fds0, extra_pipes = count_fds(true) - pipes0;
-	if (extra == 0 || (!strict && extra == extra_pipes && extra_pipes <= 128))
+	if (count_fds() == fds0)
 		return;
 	die("%s: %d file descriptors before, %d after:%s", who, fds0, count_fds(), fd_list().c_str());
 }
@@ -438,12 +428,9 @@ struct Server {
 			k.srq = nullptr, k.xrcd = nullptr;
 	}
 
-	int pipes0 = 0;
-
 	int run()
 	{
 		int fds0 = count_fds();
-		pipes0 = count_fds(true);
 		dev.open();
 		cq = ibv_create_cq(dev.ctx, kChannels * kDepth * 2, nullptr, nullptr, 0);
 		recv_mr = ibv_reg_mr(dev.pd, recv.data(), recv.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -529,7 +516,7 @@ struct Server {
 			die("server teardown");
 		dev.close();
 		if (fds0 >= 0)
-			check_fds("server", fds0, pipes0);
+			check_fds("server", fds0);
 	}
 };
 
@@ -553,7 +540,6 @@ struct Client {
 	uint16_t slid = 0;
 	int fd;
 	uint64_t sent = 0, writes = 0, rereg = 0, mws = 0, resizes = 0, recreated = 0;
-	int pipes0 = 0;
 
 	void create(int c, const Ctl &m)
 	{
@@ -819,7 +805,7 @@ struct Client {
 			die("client teardown");
 		dev.close();
 		if (fds0 >= 0)
-			check_fds("client", fds0, pipes0);
+			check_fds("client", fds0);
 		if (rss0 >= 0 && rss_kib() > rss0 + 32 * 1024)
 			die("client: resident memory grew from %ld to %ld KiB", rss0, rss_kib());
 	}
@@ -828,7 +814,6 @@ struct Client {
 	{
 		rng.seed(uint64_t(getpid()) * 2654435761u ^ uint64_t(now() * 1e6));
 		int fds0 = count_fds();
-		pipes0 = count_fds(true);
 		dev.open();
 		cq = ibv_create_cq(dev.ctx, cq_size, nullptr, nullptr, 0);
 		mr = ibv_reg_mr(dev.pd, buf.data(), buf.size(),

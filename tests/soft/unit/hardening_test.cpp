@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -801,6 +802,191 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	waitpid(c, nullptr, 0);
 }
 
+// ---------------------------------------------------------------- soak finding 1
+
+// Descriptors this process has open, and its mappings of the device's
+// memfds (queues and shared regions, its own or its peers').
+int count_fds()
+{
+	int n = 0;
+	if (DIR *d = opendir("/proc/self/fd")) {
+		while (dirent *e = readdir(d))
+			n += e->d_name[0] != '.';
+		closedir(d);
+	}
+	return n;
+}
+
+std::string list_fds()
+{
+	std::string out;
+	if (DIR *d = opendir("/proc/self/fd")) {
+		while (dirent *e = readdir(d)) {
+			char target[256] = {};
+			std::string p = std::string("/proc/self/fd/") + e->d_name;
+			if (e->d_name[0] != '.' && readlink(p.c_str(), target, sizeof(target) - 1) > 0)
+				out += std::string(" ") + e->d_name + "->" + target;
+		}
+		closedir(d);
+	}
+	return out;
+}
+
+int count_device_maps()
+{
+	int n = 0;
+	if (FILE *f = fopen("/proc/self/maps", "r")) {
+		char line[512];
+		while (fgets(line, sizeof(line), f))
+			n += strstr(line, "openverbs-soft-") != nullptr;
+		fclose(f);
+	}
+	return n;
+}
+
+// The responder of fd-cycles, a process of its own on soft0: per cycle a
+// CQ with a completion channel and an RC QP; prints its QP number, reads
+// the requester's, posts a receive, arms the CQ, prints "ready", waits
+// for the completion event (which the requester's process delivers
+// through this process's channel pipe) and prints "got".
+int fd_cycles_responder(FILE *in, FILE *out, int cycles)
+{
+	Ctx ctx(open_soft());
+	if (!ctx)
+		return 60;
+	Pd pd(ibv_alloc_pd(ctx.get()));
+	std::vector<char> buf(64);
+	Mr mr(pd ? ibv_reg_mr(pd.get(), buf.data(), buf.size(), kAllAccess) : nullptr);
+	if (!mr)
+		return 61;
+	for (int i = 0; i < cycles; i++) {
+		ibv_comp_channel *ch = ibv_create_comp_channel(ctx.get());
+		ibv_cq *cq = ch ? ibv_create_cq(ctx.get(), 16, nullptr, ch, 0) : nullptr;
+		if (!cq)
+			return 62;
+		ibv_qp_init_attr ia = {};
+		ia.send_cq = ia.recv_cq = cq;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		ibv_qp *qp = ibv_create_qp(pd.get(), &ia);
+		if (!qp)
+			return 63;
+		fprintf(out, "%u\n", qp->qp_num);
+		fflush(out);
+		unsigned dest;
+		if (fscanf(in, "%u", &dest) != 1 || !bring_up(qp, dest, 1, kAllAccess) ||
+		    post_recv_one(qp, buf.data(), uint32_t(buf.size()), mr->lkey) ||
+		    ibv_req_notify_cq(cq, 0))
+			return 64;
+		fprintf(out, "ready\n");
+		fflush(out);
+		pollfd p = {ch->fd, POLLIN, 0};
+		ibv_cq *ev_cq;
+		void *ev_ctx;
+		if (poll(&p, 1, 5000) != 1 || ibv_get_cq_event(ch, &ev_cq, &ev_ctx))
+			return 65;
+		ibv_ack_cq_events(ev_cq, 1);
+		fprintf(out, "got\n");
+		fflush(out);
+		if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch))
+			return 66;
+	}
+	return 0;
+}
+
+// Child: cycles of open, send to the responder (whose completion event
+// this process writes into the responder's channel pipe), close; after
+// each close this process has the descriptors it had before the cycle and
+// no mapping of the device's memory left.
+int child_fd_cycles()
+{
+	constexpr int kCycles = 4;
+	int to[2], from[2];
+	if (pipe(to) || pipe(from))
+		return 50;
+	pid_t peer = fork();
+	if (peer == 0) {
+		close(to[1]);
+		close(from[0]);
+		FILE *in = fdopen(to[0], "r"), *out = fdopen(from[1], "w");
+		_exit(fd_cycles_responder(in, out, kCycles));
+	}
+	close(to[0]);
+	close(from[1]);
+	FILE *in = fdopen(to[1], "w"), *out = fdopen(from[0], "r");
+	// Whatever the library keeps for the process (opened once) is counted
+	// in the baseline.
+	Ctx(open_soft()).reset();
+	int before = count_fds();
+	std::string before_list = list_fds();
+	int rc = 0;
+	for (int i = 0; i < kCycles && !rc; i++) {
+		{
+			Ctx ctx(open_soft());
+			Pd pd(ctx ? ibv_alloc_pd(ctx.get()) : nullptr);
+			Cq cq(pd ? ibv_create_cq(ctx.get(), 16, nullptr, nullptr, 0) : nullptr);
+			if (!cq)
+				return 51;
+			ibv_qp_init_attr ia = {};
+			ia.send_cq = ia.recv_cq = cq.get();
+			ia.qp_type = IBV_QPT_RC;
+			ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+			ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+			Qp qp(ibv_create_qp(pd.get(), &ia));
+			std::vector<char> msg(64, 'f');
+			Mr mr(ibv_reg_mr(pd.get(), msg.data(), msg.size(), kAllAccess));
+			unsigned dest;
+			char word[16];
+			if (!qp || !mr || fscanf(out, "%u", &dest) != 1 ||
+			    !bring_up(qp.get(), dest, 1, kAllAccess))
+				return 52;
+			fprintf(in, "%u\n", qp->qp_num);
+			fflush(in);
+			if (fscanf(out, "%15s", word) != 1 || strcmp(word, "ready"))
+				return 53;
+			ibv_wc wc;
+			if (post_one(qp.get(), IBV_WR_SEND, msg.data(), uint32_t(msg.size()), mr->lkey) ||
+			    !poll_one(cq.get(), &wc) || wc.status != IBV_WC_SUCCESS)
+				return 54;
+			if (fscanf(out, "%15s", word) != 1 || strcmp(word, "got"))
+				return 55;
+		}
+		int now = count_fds(), maps = count_device_maps();
+		if (now != before) {
+			fprintf(stderr, "cycle %d: %d descriptors after ibv_close_device, %d before\n"
+					"before:%s\nafter: %s\n",
+				i, now, before, before_list.c_str(), list_fds().c_str());
+			rc = 56;
+		} else if (maps) {
+			fprintf(stderr, "cycle %d: %d mappings of device memory after ibv_close_device\n",
+				i, maps);
+			rc = 57;
+		}
+	}
+	fclose(in);
+	fclose(out);
+	int st = 0;
+	waitpid(peer, &st, 0);
+	if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		rc = 58;
+	return rc;
+}
+
+// A process that opens the device, delivers a completion event into
+// another process's channel and closes the device keeps no descriptor
+// (the cached writer of that process's pipe) and no mapping of the other
+// process's memory (soak finding 1, tests/soak/FINDINGS.md).
+TEST(SoftHardening, CloseDeviceLeavesNoPeerDescriptorOrMapping)
+{
+	std::string err;
+	int st = run_child("fd-cycles", {}, &err);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		<< (WIFSIGNALED(st) ? "killed by signal " : "status ")
+		<< (WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)) << "\n"
+		<< err;
+}
+
 } // namespace
 
 #if defined(__SANITIZE_THREAD__)
@@ -831,5 +1017,7 @@ int hardening_child(const char *mode)
 		return child_log_file();
 	if (!strcmp(mode, "open-soft3"))
 		return child_open_soft3();
+	if (!strcmp(mode, "fd-cycles"))
+		return child_fd_cycles();
 	return 127;
 }
