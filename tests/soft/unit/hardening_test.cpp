@@ -800,6 +800,13 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	close(fd);
 	kill(c, SIGKILL);
 	waitpid(c, nullptr, 0);
+	// The next user reclaims what the killed holder left; the last one
+	// to leave removes the segment.
+	ctx = open_soft(4);
+	EXPECT_NE(ctx, nullptr) << strerror(errno);
+	if (ctx)
+		ibv_close_device(ctx);
+	EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
 }
 
 // ---------------------------------------------------------------- soak finding 1
