@@ -1099,6 +1099,22 @@ static void share_atfork_child()
 	pthread_mutex_init(&g_share_lock, nullptr);
 }
 
+// The process's last context has closed: its userfaultfd and its
+// /proc/self/maps descriptor go too (the next registration that needs them
+// opens them again).
+static void share_caches_close()
+{
+	pthread_mutex_lock(&g_share_lock);
+	if (g_uffd >= 0)
+		close(g_uffd);
+	g_uffd = -1;
+	g_uffd_tried = false;
+	if (g_maps_fd >= 0)
+		close(g_maps_fd);
+	g_maps_fd = -1;
+	pthread_mutex_unlock(&g_share_lock);
+}
+
 __attribute__((constructor)) static void share_init()
 {
 	pthread_atfork(share_atfork_prepare, share_atfork_parent, share_atfork_child);
@@ -3263,7 +3279,10 @@ static void soft_free_context(struct ibv_context *context)
 			*p = ctx->next_ctx;
 			break;
 		}
+	bool last = !g_contexts;
 	pthread_mutex_unlock(&g_ctx_lock);
+	if (last)
+		share_caches_close();
 	if (ctx->seg)
 		segment_detach(ctx->seg);
 	ctx->seg = nullptr;
