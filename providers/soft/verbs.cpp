@@ -695,6 +695,56 @@ static int anon_private_rw_query(uintptr_t start, uintptr_t end)
 	return 1;
 }
 
+// True when every page of [start, end) is still mapped shared from the file
+// with inode number `ino` at the offset registration gave it (offset 0 at
+// `start`): the application may have unmapped a registered range, or mapped
+// something else there, before deregistering it (UCX's registration cache
+// deregisters freed memory at cleanup), and such pages are no longer ours to
+// copy or replace.
+static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino)
+{
+	if (g_maps_fd < 0)
+		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	bool have_query = g_maps_fd >= 0;
+	for (uintptr_t covered = start; have_query && covered < end;) {
+		ProcmapQuery q = {};
+		q.size = sizeof(q);
+		q.query_addr = covered;
+		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0) {
+			if (errno == ENOENT)
+				return false;
+			have_query = false; // no PROCMAP_QUERY: read the maps below
+			break;
+		}
+		if (uint32_t(q.inode) != ino || !(q.vma_flags & kVmaShared) || q.vma_start > covered ||
+		    q.vma_offset + (covered - q.vma_start) != covered - start)
+			return false;
+		covered = q.vma_end;
+	}
+	if (have_query)
+		return true;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[512];
+	uintptr_t covered = start;
+	bool ok = true;
+	while (ok && covered < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, inode;
+		char perms[8], dev[16];
+		unsigned long long off;
+		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &inode) < 6)
+			continue;
+		if (hi <= covered)
+			continue;
+		ok = lo <= covered && uint32_t(inode) == ino && perms[3] == 's' &&
+		     off + (covered - lo) == covered - start;
+		covered = hi;
+	}
+	fclose(f);
+	return ok && covered >= end;
+}
+
 static bool anon_private_rw(uintptr_t start, uintptr_t end)
 {
 	int known = anon_private_rw_query(start, end);
@@ -893,12 +943,21 @@ static bool replace_range(uintptr_t start, size_t len, bool shmem_source, bool a
 
 // Replaces [start, end) by a private anonymous copy (undoes the sharing).
 // False when the range stays shared (it could not be protected).
-static bool privatize(uintptr_t start, uintptr_t end, bool alone)
+static bool privatize(uintptr_t start, uintptr_t end, uint32_t ino, bool alone)
 {
 	// Absent in a child when the range was marked MADV_DONTFORK
 	// (ibv_fork_init): nothing to do then.
 	if (alone && sys_madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
 		return true;
+	// Unmapped or mapped anew by the application since registration: its
+	// memory now, left as it is (what is still mapped from the file keeps
+	// the file's pages until the application unmaps it).
+	if (!still_mapped_from(start, end, ino)) {
+		softlog(3, "registered pages at %#lx (%lu bytes) were unmapped or replaced before "
+			   "deregistration: left as they are",
+			(unsigned long)start, (unsigned long)(end - start));
+		return true;
+	}
 	size_t len = end - start;
 	void *p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -987,6 +1046,12 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 			continue;
 		}
 		if (ps >= r.start && pe <= r.end) {
+			// A range the application has unmapped or replaced
+			// since is not shared again: peers use process_vm_*.
+			if (!still_mapped_from(r.start, r.end, r.ino)) {
+				pthread_mutex_unlock(&g_share_lock);
+				return -1;
+			}
 			r.refs++;
 			*file_off = a - r.start;
 			pthread_mutex_unlock(&g_share_lock);
@@ -1031,7 +1096,7 @@ static void unshare_region(int slot)
 	if (r.refs && !--r.refs) {
 		// Back to private memory: the pages go back to the allocator as
 		// ordinary anonymous memory.
-		privatize(r.start, r.end, false);
+		privatize(r.start, r.end, r.ino, false);
 		close(r.fd);
 		r = SharedRange{};
 	}
@@ -1079,7 +1144,7 @@ static void share_atfork_child()
 {
 	for (auto &r : g_shared)
 		if (r.refs) {
-			privatize(r.start, r.end, true);
+			privatize(r.start, r.end, r.ino, true);
 			close(r.fd);
 			r = SharedRange{};
 		}

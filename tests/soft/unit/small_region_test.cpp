@@ -373,6 +373,54 @@ TEST_F(SmallRegion, TwoRegionsShareAPageAndOneIsDeregistered)
 	EXPECT_TRUE(all_are(pg.p + 1536, kPage - 1536, 'n'));
 }
 
+// The application unmaps a registered buffer (whole or in part) and
+// deregisters it later (UCX's registration cache does so at cleanup):
+// deregistration succeeds and touches nothing; memory mapped anew at that
+// address is the application's and keeps its bytes; a new registration there
+// reaches the new memory, never the old region's file.
+TEST_F(SmallRegion, UnmappedOrReplacedBeforeDeregistrationIsLeftAlone)
+{
+	for (int mode = 0; mode < 3; mode++) {
+		SCOPED_TRACE(mode == 0 ? "unmapped" : mode == 1 ? "second page unmapped" : "mapped anew");
+		void *p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ASSERT_NE(p, MAP_FAILED);
+		char *c = static_cast<char *>(p);
+		memset(p, 'o', 3 * kPage);
+		ibv_mr *mr = ibv_reg_mr(pd.get(), c + 100, 2 * kPage, kAllAccess);
+		ASSERT_TRUE(mr);
+		unsigned long ino = region_file_of(p);
+		ASSERT_NE(ino, 0u);
+		if (mode == 1) {
+			ASSERT_EQ(munmap(c + kPage, kPage), 0);
+		} else {
+			ASSERT_EQ(munmap(p, 3 * kPage), 0);
+		}
+		if (mode == 2) {
+			void *q = mmap(p, 3 * kPage, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			ASSERT_EQ(q, p);
+			memset(q, 'x', 3 * kPage);
+			Mr again(ibv_reg_mr(pd.get(), c + 200, 64, kAllAccess));
+			ASSERT_TRUE(again);
+			EXPECT_NE(region_file_of(q), ino) << "the new memory got the old region's file";
+			WriterPeer w;
+			ASSERT_TRUE(w.run(pd.get(), uintptr_t(c + 200), again->rkey, 64, 0));
+			EXPECT_TRUE(all_are(c + 200, 64, 'W')) << "the peer's write went elsewhere";
+			memset(c + 200, 'x', 64);
+		}
+		EXPECT_EQ(ibv_dereg_mr(mr), 0);
+		if (mode == 2)
+			EXPECT_TRUE(all_are(c, 3 * kPage, 'x'));
+		if (mode == 1) {
+			munmap(p, kPage);
+			munmap(c + 2 * kPage, kPage);
+		}
+		if (mode == 2)
+			munmap(p, 3 * kPage);
+	}
+}
+
 // Threads keep incrementing counters in the part of the page outside a
 // small region while it is registered and deregistered many times: no
 // increment is lost.
