@@ -967,7 +967,7 @@ static bool privatize(uintptr_t start, uintptr_t end, uint32_t ino, bool alone)
 	if (len > 16 * 4096)
 		sys_madvise(p, len, MADV_POPULATE_WRITE);
 	bool ok = replace_range(start, len, true, alone, [&](void *at) {
-		memcpy(p, at, len);
+		copy_pages(p, at, len);
 		return p;
 	});
 	if (!ok) {
@@ -985,7 +985,7 @@ static bool fill_file(int fd, const void *src, size_t len)
 {
 	const char *b = static_cast<const char *>(src);
 	for (size_t done = 0; done < len;) {
-		ssize_t n = pwrite(fd, b + done, len - done, off_t(done));
+		ssize_t n = sys_pwrite(fd, b + done, len - done, off_t(done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
