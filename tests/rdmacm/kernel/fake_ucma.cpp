@@ -113,7 +113,8 @@ ssize_t answer(Ucma &f, const Command &c)
 		r->status = static_cast<uint32_t>(e.status);
 		r->param.conn.qp_num = e.qp_num;
 		r->param.conn.private_data_len = static_cast<uint8_t>(e.private_data.size());
-		memcpy(r->param.conn.private_data, e.private_data.data(), e.private_data.size());
+		if (!e.private_data.empty()) // data() of an empty vector may be NULL
+			memcpy(r->param.conn.private_data, e.private_data.data(), e.private_data.size());
 		break;
 	}
 	default:
@@ -287,7 +288,8 @@ Bytes connect(uint32_t id, uint32_t qp_num, const Bytes &pdata, uint8_t resp_res
 {
 	rdma_ucm_connect c = {};
 	c.conn_param.qp_num = qp_num;
-	memcpy(c.conn_param.private_data, pdata.data(), pdata.size());
+	if (!pdata.empty()) // data() of an empty vector may be NULL
+		memcpy(c.conn_param.private_data, pdata.data(), pdata.size());
 	c.conn_param.private_data_len = static_cast<uint8_t>(pdata.size());
 	c.conn_param.srq = srq;
 	c.conn_param.responder_resources = resp_res;
@@ -305,7 +307,8 @@ Bytes accept(uint32_t id, uint64_t uid, uint32_t qp_num, const Bytes &pdata, uin
 	rdma_ucm_accept c = {};
 	c.uid = uid;
 	c.conn_param.qp_num = qp_num;
-	memcpy(c.conn_param.private_data, pdata.data(), pdata.size());
+	if (!pdata.empty()) // data() of an empty vector may be NULL
+		memcpy(c.conn_param.private_data, pdata.data(), pdata.size());
 	c.conn_param.private_data_len = static_cast<uint8_t>(pdata.size());
 	c.conn_param.responder_resources = resp_res;
 	c.conn_param.initiator_depth = init_depth;
@@ -328,7 +331,8 @@ Bytes reject(uint32_t id, const Bytes &pdata, uint8_t reason)
 	c.id = id;
 	c.private_data_len = static_cast<uint8_t>(pdata.size());
 	c.reason = reason;
-	memcpy(c.private_data, pdata.data(), pdata.size());
+	if (!pdata.empty()) // data() of an empty vector may be NULL
+		memcpy(c.private_data, pdata.data(), pdata.size());
 	return bytes(c);
 }
 
