@@ -169,12 +169,14 @@ void queue_buf_free(QueueBuf *b)
 	}
 	if (b->memfd >= 0) {
 		// Fresh private anonymous pages where the shared ones were, with
-		// the policy and the fork protection the range had.
+		// the policy the range had. They go back to the application's
+		// allocator, so a child of a later fork() must get them again
+		// (a fresh mapping is inherited; MADV_DONTFORK there would leave
+		// heap memory out of every child, which crashes it).
 		MemPolicy pol;
 		bool has_pol = policy_get(b->ptr, &pol);
 		if (sys_mmap(b->ptr, b->size, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == b->ptr) {
-			sys_madvise(b->ptr, b->size, MADV_DONTFORK);
 			if (has_pol)
 				policy_set(b->ptr, b->size, pol);
 		} else {

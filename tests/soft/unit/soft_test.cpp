@@ -1339,6 +1339,58 @@ TEST_F(Loop, ParentDomainAndThreadDomain)
 	EXPECT_EQ(ibv_dealloc_td(td), 0);
 }
 
+// Queue buffers from a parent domain's allocator are kept from children
+// while the queue lives, and are ordinary memory again once given back: a
+// child forked after the QP is gone can use them (rdma-core 64's pyverbs
+// suite forks its rdmacm sides after parent-domain tests; heap pages left
+// MADV_DONTFORK crashed those children).
+TEST_F(Loop, ParentDomainBuffersForkNormallyOnceFreed)
+{
+	struct Pool {
+		std::vector<void *> given, returned;
+	} pool;
+	ibv_parent_domain_init_attr pa = {};
+	pa.pd = pd;
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+	pa.pd_context = &pool;
+	pa.alloc = [](ibv_pd *, void *c, size_t size, size_t align, uint64_t) -> void * {
+		void *p = nullptr;
+		if (posix_memalign(&p, align, size))
+			return nullptr;
+		static_cast<Pool *>(c)->given.push_back(p);
+		return p;
+	};
+	pa.free = [](ibv_pd *, void *c, void *p, uint64_t) { static_cast<Pool *>(c)->returned.push_back(p); };
+	ibv_pd *par = ibv_alloc_parent_domain(ctx, &pa);
+	ASSERT_NE(par, nullptr);
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cqa;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ibv_qp *qp = ibv_create_qp(par, &ia);
+	ASSERT_NE(qp, nullptr) << strerror(errno);
+	EXPECT_EQ(ibv_destroy_qp(qp), 0);
+	EXPECT_EQ(ibv_dealloc_pd(par), 0);
+	ASSERT_FALSE(pool.returned.empty()); // the allocator served the QP's queues
+	for (void *p : pool.returned)
+		memset(p, 'R', 64);
+	pid_t c = fork();
+	if (c == 0) {
+		bool ok = true;
+		for (void *p : pool.returned) {
+			ok = ok && static_cast<char *>(p)[0] == 'R';
+			static_cast<char *>(p)[1] = 'c';
+		}
+		_exit(ok ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+	for (void *p : pool.given)
+		free(p);
+}
+
 TEST_F(Loop, ForkKeepsRegisteredMemoryPrivate)
 {
 	// Registration may back the pages by a shared file; a child made by
