@@ -480,6 +480,11 @@ static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status
 	complete_send(qp, w.wr_id, w.send_flags, send_wc_opcode(w.opcode), st, len);
 }
 
+void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
+{
+	complete_send(qp, w, st, len);
+}
+
 void flush_rq(SoftQp *qp)
 {
 	MapUse use;

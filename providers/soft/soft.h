@@ -443,6 +443,10 @@ int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w);
 uint64_t progress_qp(SoftQp *qp, bool force);
 void qp_to_error(SoftQp *qp, bool fatal_event);
 void flush_rq(SoftQp *qp);
+// The completion of send request w (when it is signaled, or failed): into
+// the lane of a thread-domain send CQ, else the send CQ's shared ring; the
+// opcode follows w's (engine.cpp, for transports other than the engine's).
+void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len);
 // After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
 // to its owner when the armed limit is crossed (engine.cpp).
 void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);

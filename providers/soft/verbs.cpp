@@ -666,33 +666,73 @@ struct ProcmapQuery {
 constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
 constexpr uint64_t kVmaReadable = 1, kVmaWritable = 2, kVmaExecutable = 4, kVmaShared = 8;
 
-// 1: [start, end) is private anonymous read/write memory (heap, anonymous
-// mmap; not a stack, not named); 0: it is not; -1: the kernel cannot say
-// (no PROCMAP_QUERY).
-static int anon_private_rw_query(uintptr_t start, uintptr_t end)
+// One mapping of this process, as PROCMAP_QUERY or /proc/self/maps gives it.
+struct Vma {
+	uintptr_t start, end;
+	uint64_t offset, inode;
+	bool readable, writable, executable, shared;
+	bool anon; // no file behind it, and no name or "[heap]" (not a stack)
+};
+
+// True when the mappings of [start, end) cover it without a gap and `ok`
+// holds for each of them (called in address order). Asks the kernel with
+// PROCMAP_QUERY, one mapping at a time; reads /proc/self/maps where the
+// kernel lacks it.
+template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred ok)
 {
 	if (g_maps_fd < 0)
 		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (g_maps_fd < 0)
-		return -1;
-	for (uintptr_t covered = start; covered < end;) {
+	uintptr_t covered = start;
+	while (g_maps_fd >= 0 && covered < end) {
 		char name[16];
 		ProcmapQuery q = {};
 		q.size = sizeof(q);
 		q.query_addr = covered;
 		q.vma_name_addr = uintptr_t(name);
 		q.vma_name_size = sizeof(name);
-		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0)
-			return errno == ENOENT ? 0 : -1;
-		bool anon = q.inode == 0 && q.dev_major == 0 && q.dev_minor == 0 &&
-			    (q.vma_name_size == 0 || strcmp(name, "[heap]") == 0);
-		if ((q.vma_flags & (kVmaReadable | kVmaWritable | kVmaExecutable | kVmaShared)) !=
-			    (kVmaReadable | kVmaWritable) ||
-		    !anon || q.vma_end <= covered)
-			return 0;
-		covered = q.vma_end;
+		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0) {
+			if (errno == ENOENT) // a gap
+				return false;
+			break; // no PROCMAP_QUERY: the maps file below
+		}
+		Vma v = {uintptr_t(q.vma_start), uintptr_t(q.vma_end), q.vma_offset, q.inode,
+			 (q.vma_flags & kVmaReadable) != 0, (q.vma_flags & kVmaWritable) != 0,
+			 (q.vma_flags & kVmaExecutable) != 0, (q.vma_flags & kVmaShared) != 0,
+			 q.inode == 0 && q.dev_major == 0 && q.dev_minor == 0 &&
+				 (q.vma_name_size == 0 || strcmp(name, "[heap]") == 0)};
+		if (v.start > covered || v.end <= covered || !ok(v))
+			return false;
+		covered = v.end;
 	}
-	return 1;
+	if (covered >= end)
+		return true;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[512];
+	bool good = true;
+	while (good && covered < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, inode;
+		unsigned dev_major, dev_minor;
+		char perms[8];
+		unsigned long long off;
+		int name_at = 0;
+		if (sscanf(line, "%lx-%lx %7s %llx %x:%x %lu %n", &lo, &hi, perms, &off, &dev_major,
+			   &dev_minor, &inode, &name_at) < 7 ||
+		    strlen(perms) < 4)
+			continue;
+		if (hi <= covered)
+			continue;
+		const char *name = name_at ? line + name_at : "";
+		Vma v = {lo, hi, off, inode, perms[0] == 'r', perms[1] == 'w', perms[2] == 'x',
+			 perms[3] == 's',
+			 inode == 0 && dev_major == 0 && dev_minor == 0 &&
+				 (name[0] == '\n' || name[0] == 0 || strncmp(name, "[heap]", 6) == 0)};
+		good = v.start <= covered && ok(v);
+		covered = hi;
+	}
+	fclose(f);
+	return good && covered >= end;
 }
 
 // True when every page of [start, end) is still mapped shared from the file
@@ -703,82 +743,19 @@ static int anon_private_rw_query(uintptr_t start, uintptr_t end)
 // copy or replace.
 static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino)
 {
-	if (g_maps_fd < 0)
-		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	bool have_query = g_maps_fd >= 0;
-	for (uintptr_t covered = start; have_query && covered < end;) {
-		ProcmapQuery q = {};
-		q.size = sizeof(q);
-		q.query_addr = covered;
-		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0) {
-			if (errno == ENOENT)
-				return false;
-			have_query = false; // no PROCMAP_QUERY: read the maps below
-			break;
-		}
-		if (uint32_t(q.inode) != ino || !(q.vma_flags & kVmaShared) || q.vma_start > covered ||
-		    q.vma_offset + (covered - q.vma_start) != covered - start)
-			return false;
-		covered = q.vma_end;
-	}
-	if (have_query)
-		return true;
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return false;
-	char line[512];
-	uintptr_t covered = start;
-	bool ok = true;
-	while (ok && covered < end && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi, inode;
-		char perms[8], dev[16];
-		unsigned long long off;
-		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &inode) < 6)
-			continue;
-		if (hi <= covered)
-			continue;
-		ok = lo <= covered && uint32_t(inode) == ino && perms[3] == 's' &&
-		     off + (covered - lo) == covered - start;
-		covered = hi;
-	}
-	fclose(f);
-	return ok && covered >= end;
+	return every_vma(start, end, [&](const Vma &v) {
+		return uint32_t(v.inode) == ino && v.shared && v.start >= start &&
+		       v.offset == v.start - start;
+	});
 }
 
+// [start, end) is private anonymous read/write memory (heap, anonymous mmap;
+// not a stack, not named, not executable).
 static bool anon_private_rw(uintptr_t start, uintptr_t end)
 {
-	int known = anon_private_rw_query(start, end);
-	if (known >= 0)
-		return known == 1;
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return false;
-	char line[512];
-	uintptr_t covered = start;
-	bool ok = true;
-	while (ok && covered < end && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi, inode;
-		char perms[8], dev[16];
-		unsigned long long off;
-		int name_at = 0;
-		if (sscanf(line, "%lx-%lx %7s %llx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode,
-			   &name_at) < 6)
-			continue;
-		if (hi <= covered)
-			continue;
-		if (lo > covered) {
-			ok = false;
-			break;
-		}
-		const char *name = name_at ? line + name_at : "";
-		bool anon = inode == 0 && (name[0] == '\n' || name[0] == 0 ||
-					   strncmp(name, "[heap]", 6) == 0);
-		if (strncmp(perms, "rw-p", 4) != 0 || !anon)
-			ok = false;
-		covered = hi;
-	}
-	fclose(f);
-	return ok && covered >= end;
+	return every_vma(start, end, [](const Vma &v) {
+		return v.anon && v.readable && v.writable && !v.executable && !v.shared;
+	});
 }
 
 // userfaultfd features this code uses that older uapi headers lack

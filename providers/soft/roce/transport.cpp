@@ -247,36 +247,6 @@ void send_ack(SoftQp *qp) { send_aeth(qp, kAck, psn_add(qp->roce->epsn, kPsnMask
 
 // ------------------------------------------------------------------ completions
 
-enum ibv_wc_opcode wc_opcode(uint32_t op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
-void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len)
-{
-	if (st == IBV_WC_SUCCESS && !(w.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all)
-		return;
-	struct ibv_wc wc = {};
-	wc.wr_id = w.wr_id;
-	wc.status = st;
-	wc.opcode = wc_opcode(w.opcode);
-	wc.qp_num = qp->qpn;
-	wc.byte_len = len;
-	cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
-}
-
 // The QP enters the error state: queued requests and receives are flushed
 // (the soft device's qp_to_error), the transport forgets what was in flight.
 void qp_error(SoftQp *qp)
@@ -323,7 +293,7 @@ void complete_ready(SoftQp *qp)
 		SoftWr &w = qp->sq[h];
 		RoceTx &t = r->tx[h];
 		if (t.status != IBV_WC_SUCCESS) {
-			complete_send(qp, w, t.status, 0);
+			send_complete(qp, w, t.status, 0);
 			pop_head(qp);
 			qp_error(qp);
 			return;
@@ -337,7 +307,7 @@ void complete_ready(SoftQp *qp)
 		} else if (psn_diff(r->una, psn_add(t.psn, t.npkts)) < 0) {
 			return;
 		}
-		complete_send(qp, w, IBV_WC_SUCCESS,
+		send_complete(qp, w, IBV_WC_SUCCESS,
 			      w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode) ? t.len : 0);
 		pop_head(qp);
 	}
@@ -1300,7 +1270,7 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 		to_sockaddr(rc, ah.grh.dgid, &to);
 		xmit_buf(rc, rc->gids[ah.grh.sgid_index].gid.raw, to, k, pb.b, uint32_t(len));
 	}
-	complete_send(qp, w, st, 0);
+	send_complete(qp, w, st, 0);
 	return 0;
 }
 
@@ -1353,7 +1323,7 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 		}
 		st = qp->entry->state.load(std::memory_order_acquire);
 		if (st == IBV_QPS_ERR) {
-			complete_send(qp, *w, IBV_WC_WR_FLUSH_ERR, 0);
+			send_complete(qp, *w, IBV_WC_WR_FLUSH_ERR, 0);
 			continue;
 		}
 		if (qp->type == IBV_QPT_UD) {
