@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -684,7 +685,9 @@ template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred
 		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	uintptr_t covered = start;
 	while (g_maps_fd >= 0 && covered < end) {
-		char name[16];
+		// Room for any name (a file's path): a longer one fails the
+		// query (ENAMETOOLONG) and sends every check to the maps file.
+		char name[PATH_MAX];
 		ProcmapQuery q = {};
 		q.size = sizeof(q);
 		q.query_addr = covered;
