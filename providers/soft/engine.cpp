@@ -132,6 +132,9 @@ resolve_local(SoftQp *qp, const SoftWr &w, bool need_write, Iov &out)
 			return IBV_WC_LOC_PROT_ERR;
 		if (need_write && !(m.access & IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
+		if (__builtin_expect(m.access & IBV_ACCESS_ON_DEMAND, 0) &&
+		    !odp_fault(m.addr + (s.addr - m.iova), s.length, need_write))
+			return IBV_WC_LOC_PROT_ERR;
 		out.v[out.n].iov_base = reinterpret_cast<void *>(m.addr + (s.addr - m.iova));
 		out.v[out.n].iov_len = s.length;
 		out.n++;
@@ -617,7 +620,9 @@ static DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *
 		if (!key_read(seg, s.lkey, mr) || mr.kind != KEY_MR ||
 		    mr.owner != rowner || mr.owner_pid != rpid ||
 		    (rpd && mr.pd_id != rpd) || !key_range_ok(mr, s.addr, s.length) ||
-		    !(mr.access & IBV_ACCESS_LOCAL_WRITE)) {
+		    !(mr.access & IBV_ACCESS_LOCAL_WRITE) ||
+		    ((mr.access & IBV_ACCESS_ON_DEMAND) && mr.owner_pid == my_pid() &&
+		     !odp_fault(mr.addr + (s.addr - mr.iova), s.length, true))) {
 			st = IBV_WC_LOC_PROT_ERR;
 			break;
 		}
@@ -732,6 +737,10 @@ static __attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, 
 	if (!key_range_ok(m, addr, len))
 		return false;
 	*va = m.addr + (addr - m.iova);
+	// On-demand paging in this process: the pages must fault in (odp.cpp).
+	if ((m.access & IBV_ACCESS_ON_DEMAND) && m.owner_pid == my_pid() &&
+	    !odp_fault(*va, len, need & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)))
+		return false;
 	*direct = direct_ptr(m, addr, len);
 	return true;
 }
@@ -756,6 +765,8 @@ check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr
 	uint32_t key = kld(e.key);
 	int32_t pid = kld(e.owner_pid);
 	uint32_t pd_id = kld(e.pd_id), access = kld(e.access);
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
 	uint64_t base = kld(e.addr), iova = kld(e.iova), length = kld(e.length);
 	bool mine = pid == my_pid();
 	int32_t memfd = -1;
@@ -911,7 +922,8 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 	if (ok && b.length) {
 		ok = b.mr && key_read(seg, b.mr->lkey, mr) && mr.kind == KEY_MR &&
 		     mr.owner == seg->my_proc && (mr.access & IBV_ACCESS_MW_BIND) &&
-		     key_range_ok(mr, b.addr, b.length) && mr.pd_id == cur.pd_id;
+		     key_range_ok(mr, b.addr, b.length) && mr.pd_id == cur.pd_id &&
+		     !(mr.access & IBV_ACCESS_ON_DEMAND); // windows over pinned regions only
 		// Remote write/atomic through a window needs local write on the MR.
 		if (ok && (b.mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		    !(mr.access & IBV_ACCESS_LOCAL_WRITE))
@@ -1694,7 +1706,8 @@ int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uint32_t rkey)
 {
 	KeySnap e;
-	if (!key_read(rseg, rkey, e) || e.kind != KEY_MR || !(e.access & IBV_ACCESS_REMOTE_WRITE))
+	if (!key_read(rseg, rkey, e) || e.kind != KEY_MR || !(e.access & IBV_ACCESS_REMOTE_WRITE) ||
+	    (e.access & IBV_ACCESS_ON_DEMAND))
 		return false;
 	// Read before mapping: a mapping replaced meanwhile makes it stale.
 	uint64_t gen = g_peer_map_generation.load(std::memory_order_acquire);
@@ -1726,7 +1739,8 @@ static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uin
 static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
 {
 	KeySnap m;
-	if (!local_mr_lookup(qp->ctx->seg, lkey, m) || !local_mr_usable(qp, m))
+	if (!local_mr_lookup(qp->ctx->seg, lkey, m) || !local_mr_usable(qp, m) ||
+	    (m.access & IBV_ACCESS_ON_DEMAND))
 		return false;
 	qp->lcache = SoftQp::LocalSrcCache{m.entry, m.seq, m.iova, range_end(m.iova, m.length),
 					   m.addr - m.iova, lkey, my_pid()};

@@ -455,6 +455,17 @@ void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t elem
 		  uint32_t type);
 uint64_t now_ns();
 void init_qp_ex_ops(SoftQp *qp);
+
+// odp.cpp: on-demand paging.
+// Faults [addr, addr+len) of this process in for a read (or a write); false
+// when a page is not mapped or lacks the permission.
+bool odp_fault(uint64_t addr, uint64_t len, bool write);
+// The odp_caps and xrc_odp_caps of ibv_query_device_ex.
+void odp_caps(struct ibv_device_attr_ex &a);
+// An implicit ODP registration: IBV_ACCESS_ON_DEMAND, NULL, SIZE_MAX.
+bool odp_implicit(const void *addr, size_t length, int access);
+int soft_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		   struct ibv_sge *sg_list, uint32_t num_sge);
 // The shared-memory device's operations (verbs.cpp): RoCE contexts start from
 // them and replace the transport's (roce/device.cpp).
 const struct verbs_context_ops &soft_context_ops();

@@ -296,6 +296,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 	a.device_cap_flags_ex |= kDeviceFlushGlobal;
 #endif
 	a.phys_port_cnt_ex = 1;
+	odp_caps(a);
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
 	memcpy(attr, &a, n);
 	return 0;
@@ -1202,10 +1203,17 @@ static void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, ui
 static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
 				  int access)
 {
+	// On-demand paging (odp.cpp): neither checked for mappings nor
+	// converted; an implicit region (NULL, SIZE_MAX) covers the address
+	// space at iova = virtual address.
+	const bool odp = access & IBV_ACCESS_ON_DEMAND;
+	const bool implicit = odp_implicit(addr, length, access);
 	int rc = check_access(access);
-	if (!rc && (!length || length > kMaxMrSize))
+	if (!rc && !implicit && (!length || length > kMaxMrSize))
 		rc = EINVAL;
-	if (!rc)
+	if (!rc && implicit && hca_va)
+		rc = EINVAL;
+	if (!rc && !odp)
 		rc = check_mapped(addr, length);
 	if (rc) {
 		errno = rc;
@@ -1217,7 +1225,7 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 		return nullptr;
 	}
 	uint64_t file_off = 0;
-	mr->share = share_region(addr, length, &file_off);
+	mr->share = odp ? -1 : share_region(addr, length, &file_off);
 	SoftContext *ctx = to_sctx(ibpd->context);
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
@@ -1405,8 +1413,15 @@ static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *ad
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		if (int rc = check_access(access))
 			return rc;
+	// A region stays on-demand paged, or pinned, for its whole life (the
+	// two are backed differently); an implicit region keeps its range.
+	const bool odp = vmr->access & IBV_ACCESS_ON_DEMAND;
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && odp != bool(access & IBV_ACCESS_ON_DEMAND))
+		return EOPNOTSUPP;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		if (!length || length > kMaxMrSize || check_mapped(addr, length))
+		if (odp_implicit(vmr->ibv_mr.addr, vmr->ibv_mr.length, vmr->access))
+			return EOPNOTSUPP;
+		if (!length || length > kMaxMrSize || (!odp && check_mapped(addr, length)))
 			return EINVAL;
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
@@ -1417,7 +1432,7 @@ static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *ad
 	// names it.
 	int old_share = mr->share;
 	uint64_t file_off = 0;
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && !odp)
 		mr->share = share_region(addr, length, &file_off);
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mr->slot];
@@ -2980,9 +2995,11 @@ static void cq_purge_qp(SoftCq *cq, uint32_t qpn)
 // with rdma-core 56 also the FLUSH placement types it accepts (a QP may
 // accept persistent flushes even though no region can be their target:
 // they then fail with a remote access error, as on rxe with ordinary RAM).
+// IBV_ACCESS_ON_DEMAND is accepted and means nothing for a QP (rdma-core's
+// ODP tests give a QP the access flags of their regions; kernels ignore it).
 static const unsigned kQpAccess =
 	IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-	IBV_ACCESS_REMOTE_ATOMIC
+	IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ON_DEMAND
 #if _OPENVERBS_ABI >= 56
 	| IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT
 #endif
@@ -3389,6 +3406,7 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_send = soft_post_send;
 	o.post_srq_recv = soft_post_srq_recv;
 	o.query_device_ex = soft_query_device_ex;
+	o.advise_mr = soft_advise_mr;
 	o.query_port = soft_query_port;
 #if _OPENVERBS_ABI >= 64
 	o.alloc_dmah = soft_alloc_dmah;

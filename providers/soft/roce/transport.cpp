@@ -73,7 +73,8 @@ uint8_t *local_ptr(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool 
 	KeySnap m;
 	if (!key_read(seg, lkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
 	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
-	    !key_range_ok(m, addr, len) || (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)))
+	    !key_range_ok(m, addr, len) || (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    ((m.access & IBV_ACCESS_ON_DEMAND) && !odp_fault(m.addr + (addr - m.iova), len, write)))
 		return nullptr;
 	return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
 }
@@ -87,7 +88,10 @@ uint8_t *remote_ptr(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32
 	KeySnap m;
 	if (!key_read(seg, rkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
 	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
-	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len))
+	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len) ||
+	    ((m.access & IBV_ACCESS_ON_DEMAND) &&
+	     !odp_fault(m.addr + (va - m.iova), len,
+			need & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))))
 		return nullptr;
 	return reinterpret_cast<uint8_t *>(m.addr + (va - m.iova));
 }
