@@ -20,6 +20,10 @@
 #include <unistd.h>
 #include <vector>
 
+// small_region_test.cpp
+::testing::AssertionResult soft_writer_peer(ibv_pd *pd, uint64_t addr, uint32_t rkey,
+					    uint32_t len, unsigned long ino);
+
 namespace {
 
 using namespace ov_test;
@@ -266,36 +270,8 @@ TEST_F(SoftOdp, PeerProcessWritesAndReadsAnOdpRegion)
 	ASSERT_TRUE(m.p);
 	Mr mr(ibv_reg_mr(p.pd.get(), m.p, kPage, kOdpAccess));
 	ASSERT_TRUE(mr);
-	Cq cq(ibv_create_cq(p.ctx.get(), 16, nullptr, nullptr, 0));
-	ASSERT_TRUE(cq);
-	ibv_qp_init_attr ia = {};
-	ia.send_cq = ia.recv_cq = cq.get();
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	Qp qp(ibv_create_qp(p.pd.get(), &ia));
-	ASSERT_TRUE(qp);
 	// The peer of small_region_test.cpp: RDMA WRITE of 'W's, read back.
-	FILE *in = nullptr, *out = nullptr;
-	pid_t c = spawn_self("--soft-small", "writer", &in, &out);
-	ASSERT_TRUE(c > 0 && in && out);
-	fprintf(in, "%u %llu %u %u %lu\n", qp->qp_num, (unsigned long long)uintptr_t(m.p + 100),
-		mr->rkey, 1000u, 0ul);
-	fflush(in);
-	unsigned peer_qpn = 0;
-	char verdict[64] = {};
-	bool up = fscanf(out, "%u", &peer_qpn) == 1 && bring_up(qp.get(), peer_qpn, 1, kAllAccess);
-	fprintf(in, up ? "go\n" : "stop\n");
-	fflush(in);
-	if (up && fscanf(out, "%63s", verdict) != 1)
-		verdict[0] = 0;
-	fclose(in);
-	fclose(out);
-	int st = 0;
-	waitpid(c, &st, 0);
-	ASSERT_TRUE(up);
-	EXPECT_STREQ(verdict, "ok");
-	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	EXPECT_TRUE(soft_writer_peer(p.pd.get(), uintptr_t(m.p + 100), mr->rkey, 1000, 0));
 	EXPECT_EQ(m.p[99], 0);
 	EXPECT_EQ(m.p[100], 'W');
 	EXPECT_EQ(m.p[1099], 'W');

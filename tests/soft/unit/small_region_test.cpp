@@ -517,6 +517,15 @@ TEST(SmallRegionProcess, RegionAboveTheLimitIsNotCopiedAndStillReached)
 
 } // namespace
 
+// WriterPeer for other files' tests (odp_test.cpp): a peer process writes
+// and reads back `len` bytes at (addr, rkey) of a region in pd.
+::testing::AssertionResult soft_writer_peer(ibv_pd *pd, uint64_t addr, uint32_t rkey,
+					    uint32_t len, unsigned long ino)
+{
+	WriterPeer w;
+	return w.run(pd, addr, rkey, len, ino);
+}
+
 // The peer modes of this file ("--soft-small <mode>"); 127 for an unknown one.
 int small_region_child(const char *mode)
 {
