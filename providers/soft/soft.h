@@ -126,11 +126,28 @@ struct SoftTd {
 	SoftTd *next_dead;
 };
 
+struct SoftDm;
+
 struct SoftMr {
 	struct verbs_mr vmr;
 	uint32_t slot;
 	int share; // slot of the shareable backing (verbs.cpp), -1 none
+	SoftDm *dm; // device memory it registers (ibv_reg_dm_mr), or null
 };
+
+// The shareable file behind a memory region's pages (MrEntry::memfd): the
+// owner's descriptor (-1: none), its inode, and the file offset of the
+// region's first byte.
+struct MrBacking {
+	int32_t fd;
+	uint32_t ino;
+	uint64_t file_off;
+};
+// verbs.cpp: gives mr a key for [addr, addr+length) of this process at
+// iova, backed by b, and fills its public fields; false when the key table
+// is full.
+bool mr_publish(struct ibv_pd *ibpd, SoftMr *mr, void *addr, uint64_t iova, size_t length,
+		int access, const MrBacking &b);
 
 struct SoftMw {
 	struct ibv_mw mw;
@@ -466,6 +483,17 @@ void odp_caps(struct ibv_device_attr_ex &a);
 bool odp_implicit(const void *addr, size_t length, int access);
 int soft_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
 		   struct ibv_sge *sg_list, uint32_t num_sge);
+
+// dm.cpp: device memory (ibv_alloc_dm(3)).
+inline constexpr uint64_t kMaxDmSize = 1ull << 20; // per process
+struct ibv_dm *soft_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_attr *attr);
+int soft_free_dm(struct ibv_dm *dm);
+struct ibv_dm *soft_import_dm(struct ibv_context *context, uint32_t handle);
+void soft_unimport_dm(struct ibv_dm *dm);
+struct ibv_mr *soft_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t offset,
+			      size_t length, unsigned int access);
+// A DM region deregistered: its device memory has one user less.
+void dm_mr_gone(SoftDm *dm);
 // The shared-memory device's operations (verbs.cpp): RoCE contexts start from
 // them and replace the transport's (roce/device.cpp).
 const struct verbs_context_ops &soft_context_ops();

@@ -297,6 +297,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 #endif
 	a.phys_port_cnt_ex = 1;
 	odp_caps(a);
+	a.max_dm_size = kMaxDmSize;
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
 	memcpy(attr, &a, n);
 	return 0;
@@ -1191,13 +1192,56 @@ static uint64_t key_write_new(MrEntry &e, Segment *seg, uint32_t key, uint32_t p
 
 // Inside a write section of e (keys.h).
 // The whole region is shared when it has a slot (share_region).
+static void fill_backing(MrEntry &e, const MrBacking &b, uint64_t iova, uint64_t length)
+{
+	kst(e.memfd, b.fd);
+	kst(e.memfd_ino, b.fd >= 0 ? b.ino : 0u);
+	kst(e.share_lo, b.fd >= 0 ? iova : 0u);
+	kst(e.share_hi, b.fd >= 0 ? iova + length : 0u);
+	kst(e.memfd_off, b.file_off);
+}
+
 static void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, uint64_t file_off)
 {
-	kst(e.memfd, share >= 0 ? g_shared[share].fd : -1);
-	kst(e.memfd_ino, share >= 0 ? g_shared[share].ino : 0u);
-	kst(e.share_lo, share >= 0 ? iova : 0u);
-	kst(e.share_hi, share >= 0 ? iova + length : 0u);
-	kst(e.memfd_off, file_off);
+	fill_backing(e, MrBacking{share >= 0 ? g_shared[share].fd : -1,
+				  share >= 0 ? g_shared[share].ino : 0u, file_off},
+		     iova, length);
+}
+
+// Gives mr a key of the device for [addr, addr+length) of this process,
+// accessed at iova, its whole range backed by b (b.fd < 0: no shareable
+// backing, peers use process_vm_*), and fills its public fields. False
+// when the key table is full (nothing changed then).
+bool mr_publish(struct ibv_pd *ibpd, SoftMr *mr, void *addr, uint64_t iova, size_t length,
+		int access, const MrBacking &b)
+{
+	Segment *seg = to_sctx(ibpd->context)->seg;
+	shm_lock(&seg->hdr->lock);
+	int slot = key_slot_alloc(seg);
+	if (slot < 0) {
+		shm_unlock(&seg->hdr->lock);
+		return false;
+	}
+	MrEntry &e = seg->hdr->mrs[slot];
+	uint32_t key = make_key(seg, slot);
+	uint64_t ws = key_write_new(e, seg, key, to_spd(ibpd)->id, uint32_t(access), uintptr_t(addr),
+				    iova, length, 0);
+	fill_backing(e, b, iova, length);
+	e.kind.store(KEY_MR, std::memory_order_relaxed);
+	key_write_unlock(e, ws);
+	shm_unlock(&seg->hdr->lock);
+	mr->slot = slot;
+	mr->vmr.mr_type = IBV_MR_TYPE_MR;
+	mr->vmr.access = access;
+	struct ibv_mr &m = mr->vmr.ibv_mr;
+	m.context = ibpd->context;
+	m.pd = ibpd;
+	to_spd(ibpd)->users.fetch_add(1);
+	m.addr = addr;
+	m.length = length;
+	m.handle = slot;
+	m.lkey = m.rkey = key;
+	return true;
 }
 
 static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
@@ -1226,38 +1270,16 @@ static struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length
 	}
 	uint64_t file_off = 0;
 	mr->share = odp ? -1 : share_region(addr, length, &file_off);
-	SoftContext *ctx = to_sctx(ibpd->context);
-	Segment *seg = ctx->seg;
-	shm_lock(&seg->hdr->lock);
-	int slot = key_slot_alloc(seg);
-	if (slot < 0) {
-		shm_unlock(&seg->hdr->lock);
+	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
+	MrBacking b = {mr->share >= 0 ? g_shared[mr->share].fd : -1,
+		       mr->share >= 0 ? g_shared[mr->share].ino : 0u, file_off};
+	if (!mr_publish(ibpd, mr, addr, iova, length, access, b)) {
 		unshare_region(mr->share);
 		free(mr);
 		errno = ENOMEM;
 		return nullptr;
 	}
-	MrEntry &e = seg->hdr->mrs[slot];
-	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
-	uint32_t key = make_key(seg, slot);
-	uint64_t ws = key_write_new(e, seg, key, to_spd(ibpd)->id, uint32_t(access), uintptr_t(addr),
-				    iova, length, 0);
-	fill_share(e, mr->share, iova, length, file_off);
-	e.kind.store(KEY_MR, std::memory_order_relaxed);
-	key_write_unlock(e, ws);
-	shm_unlock(&seg->hdr->lock);
-	mr->slot = slot;
-	mr->vmr.mr_type = IBV_MR_TYPE_MR;
-	mr->vmr.access = access;
-	struct ibv_mr &m = mr->vmr.ibv_mr;
-	m.context = ibpd->context;
-	m.pd = ibpd;
-	to_spd(ibpd)->users.fetch_add(1);
-	m.addr = addr;
-	m.length = length;
-	m.handle = slot;
-	m.lkey = m.rkey = key;
-	return &m;
+	return &mr->vmr.ibv_mr;
 }
 
 // ibv_import_mr(3): the memory region `handle` (ibv_mr.handle, its key
@@ -1383,6 +1405,8 @@ static int soft_dereg_mr(struct verbs_mr *vmr)
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	unshare_region(mr->share);
+	if (mr->dm)
+		dm_mr_gone(mr->dm);
 	if (vmr->ibv_mr.pd)
 		to_spd(vmr->ibv_mr.pd)->users.fetch_sub(1);
 	free(mr);
@@ -1416,6 +1440,9 @@ static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *ad
 	// A region stays on-demand paged, or pinned, for its whole life (the
 	// two are backed differently); an implicit region keeps its range.
 	const bool odp = vmr->access & IBV_ACCESS_ON_DEMAND;
+	// Device memory regions keep their memory (ibv_reg_dm_mr(3)).
+	if (mr->dm && (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)))
+		return EOPNOTSUPP;
 	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && odp != bool(access & IBV_ACCESS_ON_DEMAND))
 		return EOPNOTSUPP;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
@@ -3407,6 +3434,11 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_srq_recv = soft_post_srq_recv;
 	o.query_device_ex = soft_query_device_ex;
 	o.advise_mr = soft_advise_mr;
+	o.alloc_dm = soft_alloc_dm;
+	o.free_dm = soft_free_dm;
+	o.import_dm = soft_import_dm;
+	o.unimport_dm = soft_unimport_dm;
+	o.reg_dm_mr = soft_reg_dm_mr;
 	o.query_port = soft_query_port;
 #if _OPENVERBS_ABI >= 64
 	o.alloc_dmah = soft_alloc_dmah;
