@@ -12,8 +12,13 @@
 # exchange). In ARGS, "%GID%" is the GID index of the IPv4 address (1:
 # openverbs-roce(7), GID table), "%GIDLL%" the link-local default GID (0),
 # "%GID6%" the ULA address fd00:231::1 or ::2 (2), and "%PORT%"
-# the TCP port of the programs' own exchange. OPENVERBS_SOFT_ROCE_LOSS (percent)
-# passes through: each side drops that share of the datagrams it receives.
+# the TCP port of the programs' own exchange. OPENVERBS_SOFT_ROCE_LOSS,
+# _REORDER, _DUPLICATE and _CORRUPT (percent) pass through: each side drops,
+# reorders, duplicates or damages that share of the datagrams it receives.
+# OVROCE_CHECK_FAULTS=1 (with VERBS_LOG_LEVEL=3): the devices' counters at
+# close must show every damaged datagram dropped by the ICRC check, each
+# fault kind asked for injected, and a UD receiver's losses (rc_check -u)
+# accounted for by the drops and damage.
 # OVROCE_MALFORMED=1 (with VERBS_LOG_LEVEL=3): malformed datagrams of each
 # kind (send_malformed.py) reach the server's device before the client
 # starts; its counters at close must show each one dropped.
@@ -61,6 +66,9 @@ run_as_user() { # NS IFNAME PROGRAM...
   ip netns exec "$ns" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
     env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE="$ifn" \
     ${OPENVERBS_SOFT_ROCE_LOSS:+OPENVERBS_SOFT_ROCE_LOSS=$OPENVERBS_SOFT_ROCE_LOSS} \
+    ${OPENVERBS_SOFT_ROCE_REORDER:+OPENVERBS_SOFT_ROCE_REORDER=$OPENVERBS_SOFT_ROCE_REORDER} \
+    ${OPENVERBS_SOFT_ROCE_DUPLICATE:+OPENVERBS_SOFT_ROCE_DUPLICATE=$OPENVERBS_SOFT_ROCE_DUPLICATE} \
+    ${OPENVERBS_SOFT_ROCE_CORRUPT:+OPENVERBS_SOFT_ROCE_CORRUPT=$OPENVERBS_SOFT_ROCE_CORRUPT} \
     ${VERBS_LOG_LEVEL:+VERBS_LOG_LEVEL=$VERBS_LOG_LEVEL} \
     timeout "$TMO" "$@"
 }
@@ -91,6 +99,37 @@ if [ -n "$malformed" ] && [ $src -eq 0 ]; then
   for reason in short=10 length=5 icrc=5 opcode=5 version=5 qpn=5 pad=5; do
     grep -q "dropped:.* $reason" "$logdir/server" || { echo "FAIL: no '$reason' drop count"; src=1; }
   done
+fi
+if [ -n "${OVROCE_CHECK_FAULTS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
+  # VERBS_LOG_LEVEL=3: each receiving side's injected faults and drops at
+  # close. Every damaged datagram must have been dropped by the ICRC check
+  # (a damaged one handled twice is counted twice); each kind of fault asked
+  # for must have happened; a UD receiver's losses are the datagrams dropped
+  # or damaged (rc_check -u has already failed on any garbage).
+  seen=0
+  for side in server client; do
+    line=$(grep "faults injected:" "$logdir/$side") || continue
+    seen=1
+    # shellcheck disable=SC2046
+    set -- $(printf '%s\n' "$line" | sed 's/.*injected: \([0-9]*\) dropped, \([0-9]*\) reordered, \([0-9]*\) duplicated, \([0-9]*\) corrupted.*/\1 \2 \3 \4/')
+    d=$1; r=$2; u=$3; c=$4
+    icrc=$(grep -o " icrc=[0-9]*" "$logdir/$side" | tail -1 | cut -d= -f2)
+    icrc=${icrc:-0}
+    echo "== $side: injected $d dropped, $r reordered, $u duplicated, $c corrupted; $icrc dropped by the ICRC check"
+    if [ "$icrc" -lt "$c" ] || [ "$icrc" -gt $((c + u)) ]; then
+      echo "FAIL: $side: $c datagrams damaged but $icrc dropped by the ICRC check"; src=1
+    fi
+    for k in "LOSS $d" "REORDER $r" "DUPLICATE $u" "CORRUPT $c"; do
+      set -- $k
+      eval "want=\${OPENVERBS_SOFT_ROCE_$1:-}"
+      if [ -n "$want" ] && [ "$2" -eq 0 ]; then echo "FAIL: $side: no $1 fault injected"; src=1; fi
+    done
+    lost=$(sed -n 's/^ud: .* \([0-9]*\) lost,.*/\1/p' "$logdir/$side")
+    if [ -n "$lost" ] && { [ "$lost" -lt "$d" ] || [ "$lost" -gt $((d + c)) ]; }; then
+      echo "FAIL: $side: $lost UD datagrams lost, $d dropped and $c damaged"; src=1
+    fi
+  done
+  [ $seen = 1 ] || { echo "FAIL: no fault counts (VERBS_LOG_LEVEL=3?)"; src=1; }
 fi
 if [ $src -ne 0 ] || [ $crc -ne 0 ]; then
   for n in $nsa $nsb; do

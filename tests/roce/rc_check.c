@@ -2,17 +2,23 @@
  * exactly once, in order, with its bytes intact. Run as a server/client pair
  * (the client gets the server's address last, like ibv_rc_pingpong):
  *
- *   rc_check -d DEV -g GID_INDEX -p PORT [-n COUNT] [-s SIZE] [SERVER]
+ *   rc_check -d DEV -g GID_INDEX -p PORT [-n COUNT] [-s SIZE] [-u] [SERVER]
  *
- * 1. SENDs: the client sends COUNT messages of SIZE bytes, message i filled
- *    from a generator seeded with i; the server's i-th receive completion must
- *    hold message i (order, no loss, no duplicate, bytes).
+ * 1. SENDs: the client sends COUNT messages of SIZE bytes (up to 16 in
+ *    flight), message i filled from a generator seeded with i; the server's
+ *    i-th receive completion must hold message i (order, no loss, no
+ *    duplicate, bytes).
  * 2. RDMA WRITE then RDMA READ: the client writes COUNT regions of SIZE bytes
  *    into the server's buffer (region i seeded with 1000 + i) and reads each
  *    back into a second buffer; both copies must match.
  * 3. Atomics: COUNT fetch-and-adds of 1 on a server counter must return 0 ..
  *    COUNT-1 in order, then a compare-and-swap of COUNT for 0 must find COUNT
  *    (an atomic executed twice would show).
+ * With -u, an unreliable-datagram check instead: the client sends COUNT
+ * datagrams of SIZE bytes (at most the path MTU), datagram i starting with i
+ * and filled from a generator seeded with i; the server counts what arrives:
+ * datagrams lost or duplicated on the way are reported as such, and any
+ * datagram whose length or bytes are wrong (garbage) fails the check.
  * The connection data goes over TCP, and both sides meet over TCP again at the
  * end, so neither destroys its QP while the other still waits for an ACK.
  * Exit status 0 when everything checked out. */
@@ -23,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct conn {
@@ -107,19 +115,183 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 	return wc;
 }
 
+/* Polls for one completion for up to idle_ms; 0 when none came. */
+static int poll_for(struct ibv_cq *cq, struct ibv_wc *wc, int idle_ms)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			die("poll_cq");
+		if (n)
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= idle_ms)
+			return 0;
+	}
+}
+
+/* The unreliable-datagram check (-u): see the top of the file. */
+static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size_t size,
+		    const char *server)
+{
+	const uint32_t qkey = 0x11111111;
+	struct ibv_port_attr pa;
+	if (ibv_query_port(ctx, 1, &pa))
+		die("query_port");
+	size_t mtu = (size_t)128 << pa.active_mtu;
+	if (size > mtu)
+		size = mtu;
+	if (size < 8)
+		size = 8;
+	size_t slot = 40 + size; /* the GRH, then the datagram */
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, count + 32, NULL, NULL, 0);
+	size_t bytes = (size_t)(count > 16 ? count : 16) * slot;
+	uint8_t *buf = calloc(1, bytes);
+	struct ibv_mr *mr = pd && buf ? ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!pd || !cq || !mr)
+		die("pd/cq/mr");
+	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+				       .cap = {.max_send_wr = 32, .max_recv_wr = (uint32_t)count + 8,
+					       .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = ibv_create_qp(pd, &qia);
+	if (!qp)
+		die("create_qp");
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		die("INIT");
+	if (!server)
+		for (int i = 0; i < count; i++) {
+			struct ibv_sge sge = {(uintptr_t)(buf + (size_t)i * slot), (uint32_t)slot, mr->lkey};
+			struct ibv_recv_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1}, *bad;
+			if (ibv_post_recv(qp, &wr, &bad))
+				die("post_recv");
+		}
+	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		die("RTR");
+	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .sq_psn = 0};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("RTS");
+	struct conn me = {.qpn = qp->qp_num}, peer;
+	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
+		die("query_gid");
+	int s = server ? tcp_connect(server, port) : tcp_accept(port);
+	xfer(s, &me, &peer, sizeof(me));
+	int lost = 0, dup = 0, garbage = 0, received = 0;
+	char sync = 's', got;
+	if (server) {
+		struct ibv_ah_attr ah = {.is_global = 1, .port_num = 1,
+					 .grh = {.dgid = peer.gid, .sgid_index = (uint8_t)gidx,
+						 .hop_limit = 64}};
+		struct ibv_ah *ahp = ibv_create_ah(pd, &ah);
+		if (!ahp)
+			die("create_ah");
+		for (int posted = 0, done = 0; done < count; done++) {
+			for (; posted < count && posted - done < 16; posted++) {
+				uint8_t *m = buf + (size_t)(posted % 16) * slot;
+				fill(m, size, (uint32_t)posted);
+				memcpy(m, &posted, 4);
+				struct ibv_sge sge = {(uintptr_t)m, (uint32_t)size, mr->lkey};
+				struct ibv_send_wr wr = {.wr_id = (uint64_t)posted, .sg_list = &sge,
+							 .num_sge = 1, .opcode = IBV_WR_SEND,
+							 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+				wr.wr.ud.ah = ahp;
+				wr.wr.ud.remote_qpn = peer.qpn;
+				wr.wr.ud.remote_qkey = qkey;
+				if (ibv_post_send(qp, &wr, &badwr))
+					die("post_send");
+			}
+			wait_one(cq);
+			if (done % 16 == 15)
+				usleep(1000); /* the receiver's socket buffer keeps up */
+		}
+		printf("ud: %d datagrams of %zu bytes sent\n", count, size);
+		xfer(s, &sync, &got, 1); /* all sent; back when the receiver has counted */
+		ibv_destroy_ah(ahp);
+	} else {
+		uint8_t *want = malloc(size);
+		char *seen = calloc((size_t)count, 1);
+		int all_sent = 0;
+		/* Until the sender is done and nothing more came for 2 s. */
+		for (;;) {
+			struct ibv_wc wc;
+			if (!poll_for(cq, &wc, all_sent ? 2000 : 100)) {
+				if (all_sent)
+					break;
+				/* Has the sender finished? (non-blocking look) */
+				struct timeval tv = {0, 0};
+				fd_set fs;
+				FD_ZERO(&fs);
+				FD_SET(s, &fs);
+				if (select(s + 1, &fs, NULL, NULL, &tv) == 1) {
+					if (read(s, &got, 1) != 1)
+						die("tcp read");
+					all_sent = 1;
+				}
+				continue;
+			}
+			if (wc.status != IBV_WC_SUCCESS) {
+				fprintf(stderr, "rc_check: UD receive failed: %s\n",
+					ibv_wc_status_str(wc.status));
+				garbage++;
+				continue;
+			}
+			received++;
+			uint8_t *m = buf + wc.wr_id * slot + 40;
+			uint32_t seq;
+			memcpy(&seq, m, 4);
+			if (wc.byte_len != slot || seq >= (uint32_t)count) {
+				fprintf(stderr, "rc_check: UD datagram of %u bytes, sequence %u\n",
+					wc.byte_len, seq);
+				garbage++;
+				continue;
+			}
+			fill(want, size, seq);
+			memcpy(want, &seq, 4);
+			if (memcmp(m, want, size)) {
+				fprintf(stderr, "rc_check: UD datagram %u: bytes differ\n", seq);
+				garbage++;
+			} else if (seen[seq]++) {
+				dup++;
+			}
+		}
+		for (int i = 0; i < count; i++)
+			lost += !seen[i];
+		printf("ud: %d datagrams of %zu bytes: %d received, %d lost, %d duplicated, "
+		       "%d garbage\n",
+		       count, size, received, lost, dup, garbage);
+		if (write(s, &sync, 1) != 1)
+			die("tcp write");
+		free(seen);
+		free(want);
+	}
+	close(s);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	free(buf);
+	/* Losses are what UD allows; garbage or nothing at all is a failure. */
+	return garbage || (!server && received == 0) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev_name = NULL;
-	int gidx = 0, port = 18515, count = 200, opt;
+	int gidx = 0, port = 18515, count = 200, opt, ud = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:u")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
 		case 'p': port = atoi(optarg); break;
 		case 'n': count = atoi(optarg); break;
 		case 's': size = (size_t)strtoul(optarg, NULL, 0); break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [SERVER]");
+		case 'u': ud = 1; break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u] [SERVER]");
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;
@@ -134,6 +306,12 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx = ibv_open_device(dev);
 	if (!ctx)
 		die("open_device");
+	if (ud) {
+		int rc = ud_check(ctx, gidx, port, count, size, optind < argc ? argv[optind] : NULL);
+		ibv_close_device(ctx);
+		ibv_free_device_list(list);
+		return rc;
+	}
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 2 * count + 16, NULL, NULL, 0);
 	/* [0, count*size): send/write target; then count*size read-back; then the counter */
@@ -208,16 +386,25 @@ int main(int argc, char **argv)
 		       bad_count);
 	} else {
 		uint8_t *src = buf + (size_t)count * size;
-		/* 1. SENDs (one at a time from the second half of the buffer). */
-		for (int i = 0; i < count; i++) {
-			fill(src, size, (uint32_t)i);
-			struct ibv_sge sge = {(uintptr_t)src, (uint32_t)size, mr->lkey};
-			struct ibv_send_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
-						 .opcode = IBV_WR_SEND,
-						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
-			if (ibv_post_send(qp, &wr, &badwr))
-				die("post_send");
-			wait_one(cq);
+		/* 1. SENDs, up to 16 outstanding, message i from the i-th slot of
+		 * the second half of the buffer; completions in posting order. */
+		for (int posted = 0, done = 0; done < count; done++) {
+			for (; posted < count && posted - done < 16; posted++) {
+				uint8_t *m = src + (size_t)posted * size;
+				fill(m, size, (uint32_t)posted);
+				struct ibv_sge sge = {(uintptr_t)m, (uint32_t)size, mr->lkey};
+				struct ibv_send_wr wr = {.wr_id = (uint64_t)posted, .sg_list = &sge,
+							 .num_sge = 1, .opcode = IBV_WR_SEND,
+							 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+				if (ibv_post_send(qp, &wr, &badwr))
+					die("post_send");
+			}
+			struct ibv_wc wc = wait_one(cq);
+			if (wc.wr_id != (uint64_t)done) {
+				fprintf(stderr, "rc_check: send completion %d has wr_id %llu\n", done,
+					(unsigned long long)wc.wr_id);
+				bad_count++;
+			}
 		}
 		/* 2. WRITE each region, READ it back. */
 		for (int i = 0; i < count; i++) {

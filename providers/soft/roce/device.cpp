@@ -339,6 +339,12 @@ void roce_close(SoftContext *ctx)
 		(unsigned long long)rc->tx_packets.load(), (unsigned long long)rc->tx_errors.load(),
 		(unsigned long long)rc->retransmits.load(), rc->window,
 		(unsigned long long)rc->icrc_solved.load(), used ? drops : " none");
+	if (rc->fault)
+		softlog(3, "%s: faults injected: %llu dropped, %llu reordered, %llu duplicated, "
+			   "%llu corrupted",
+			rc->ifname, (unsigned long long)rc->drops[ovroce::D_FILTERED].load(),
+			(unsigned long long)rc->reordered.load(), (unsigned long long)rc->duplicated.load(),
+			(unsigned long long)rc->corrupted.load());
 	pthread_mutex_destroy(&rc->lock);
 	pthread_mutex_destroy(&rc->rx_lock);
 	free(rc->rx_bufs);

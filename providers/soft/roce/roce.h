@@ -17,6 +17,7 @@
 #include "wire.h"
 
 #include <atomic>
+#include <memory>
 #include <netinet/in.h>
 #include <pthread.h>
 
@@ -34,11 +35,29 @@ inline constexpr uint64_t kRoceNakRepeatNs = 2000000;
 // (its acknowledgement was lost) without executing it twice.
 inline constexpr uint32_t kRoceAtomicReplay = 128;
 inline constexpr size_t kRoceMaxDatagram = 8192; // larger ones are dropped
+// IPv4 datagrams in a row from a connected QP's peer whose ICRC checked with
+// identification 0, after which one that needs another is taken as damaged
+// (transport.cpp, note_ip_id).
+inline constexpr uint32_t kRoceZeroIdRun = 8;
 
 struct RoceGid {
 	union ibv_gid gid;
 	bool v4;    // IPv4-mapped (::ffff:a.b.c.d)
 	bool valid; // false: an empty slot (the address went away)
+};
+
+// The fault-injection point's state (transport.cpp, inject): a datagram held
+// back to be handled after the next one, and a copy for handling one twice.
+// Made on the first injected fault; under RoceCtx::rx_lock.
+struct RoceFaultState {
+	uint8_t held[kRoceMaxDatagram];
+	size_t held_len = 0;  // 0: nothing held
+	uint64_t held_ns = 0; // when it was held back
+	struct sockaddr_in6 held_name;
+	int held_flags = 0;
+	size_t held_ctl_len = 0;
+	alignas(struct cmsghdr) char held_ctl[128];
+	uint8_t copy[kRoceMaxDatagram];
 };
 
 struct RoceCtx {
@@ -71,6 +90,13 @@ struct RoceCtx {
 	// Counters (for diagnostics and tests: roce_counters()).
 	std::atomic<uint64_t> drops[ovroce::D_COUNT];
 	std::atomic<uint64_t> rx_packets, tx_packets, tx_errors, retransmits, icrc_solved;
+	// Fault injection (tests): the generator, the state, a datagram held
+	// back (read without rx_lock by the receive thread's wait), and the
+	// faults injected (drops are drops[D_FILTERED]).
+	uint64_t fault_rng = 0;
+	std::unique_ptr<RoceFaultState> fault;
+	std::atomic<bool> fault_held{false};
+	std::atomic<uint64_t> reordered{0}, duplicated{0}, corrupted{0};
 };
 
 // Per work request transmission state, parallel to SoftQp::sq.
@@ -114,6 +140,7 @@ struct RoceQp {
 	uint64_t deadline_ns;  // retransmission timer (0: off)
 	uint64_t rnr_until_ns; // waiting out an RNR NAK
 	int retry_left, rnr_left;
+	uint32_t zero_id_run;  // see kRoceZeroIdRun
 	// Responder.
 	uint32_t epsn;         // next PSN expected
 	uint32_t msn;          // messages completed

@@ -40,17 +40,44 @@ __attribute__((constructor)) void pid_init()
 	pthread_atfork(nullptr, nullptr, pid_refresh);
 }
 
-// Receive-side fault injection for tests (OPENVERBS_SOFT_ROCE_LOSS: percent
-// of arriving datagrams dropped, 0..50; ignored in setuid programs).
-double g_loss = -1;
-double loss_rate()
+// Receive-side fault injection for tests: percent (0..50) of the arriving
+// datagrams dropped (OPENVERBS_SOFT_ROCE_LOSS), held back and handled after
+// the next one (..._REORDER), handled twice (..._DUPLICATE) or given one
+// flipped bit that the ICRC covers (..._CORRUPT). Read once per process;
+// ignored in setuid programs (secure_getenv). The draws come from a
+// generator of the context's own (RoceCtx::fault_rng, under rx_lock).
+struct Faults {
+	double loss = 0, reorder = 0, duplicate = 0, corrupt = 0;
+	bool any = false;
+};
+const Faults &faults()
 {
-	if (g_loss < 0) {
-		const char *v = secure_getenv("OPENVERBS_SOFT_ROCE_LOSS");
-		double x = v ? strtod(v, nullptr) : 0;
-		g_loss = (x > 0 && x <= 50) ? x / 100.0 : 0;
-	}
-	return g_loss;
+	static const Faults f = [] {
+		Faults r;
+		auto pct = [](const char *name) {
+			const char *v = secure_getenv(name);
+			double x = v ? strtod(v, nullptr) : 0;
+			return (x > 0 && x <= 50) ? x / 100.0 : 0.0;
+		};
+		r.loss = pct("OPENVERBS_SOFT_ROCE_LOSS");
+		r.reorder = pct("OPENVERBS_SOFT_ROCE_REORDER");
+		r.duplicate = pct("OPENVERBS_SOFT_ROCE_DUPLICATE");
+		r.corrupt = pct("OPENVERBS_SOFT_ROCE_CORRUPT");
+		r.any = r.loss > 0 || r.reorder > 0 || r.duplicate > 0 || r.corrupt > 0;
+		return r;
+	}();
+	return f;
+}
+
+// xorshift64*: uniform in [0, 1).
+double fault_draw(RoceCtx *rc)
+{
+	uint64_t x = rc->fault_rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	rc->fault_rng = x;
+	return double((x * 0x2545f4914f6cdd1dull) >> 11) / double(1ull << 53);
 }
 
 uint64_t timeout_ns(uint8_t t)
@@ -1035,16 +1062,26 @@ void on_ud(RoceCtx *rc, SoftQp *qp, const Packet &k, const IpMeta &ip, size_t da
 
 // ------------------------------------------------------------------ receive
 
+// An IPv4 datagram's identification is not visible through a UDP socket
+// (icrc_check tries 0, then solves for it). A connected QP counts its peer's
+// datagrams in a row that checked with 0; after kRoceZeroIdRun of them a
+// datagram that needs another identification is dropped as damaged (and the
+// count starts again), which takes the chance that damage passes from 2^-16
+// to that of the CRC itself for such peers.
+void note_ip_id(RoceQp *r, const IpMeta &ip, bool solved)
+{
+	if (solved) {
+		r->zero_id_run = 0;
+	} else if (!ip.v6 && r->zero_id_run < kRoceZeroIdRun) {
+		r->zero_id_run++;
+	}
+}
+
 void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 {
 	rc->rx_packets++;
 	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 		rc->drops[D_LENGTH]++;
-		return;
-	}
-	double loss = loss_rate();
-	if (loss > 0 && drand48() < loss) {
-		rc->drops[D_FILTERED]++;
 		return;
 	}
 	auto *from = static_cast<const struct sockaddr_in6 *>(msg.msg_name);
@@ -1118,18 +1155,111 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 			on_ud(rc, qp, k, ip, n);
 		} else if (memcmp(&r->peer.sin6_addr, s, 16) != 0) {
 			rc->drops[D_SOURCE]++;
+		} else if (solved && r->zero_id_run >= kRoceZeroIdRun) {
+			// This peer sends identification 0 (as Linux does for
+			// datagrams with DF and no connected socket): a CRC that
+			// needs another one is damage, not a NIC's counter.
+			r->zero_id_run = 0;
+			rc->drops[D_ICRC]++;
 		} else if (req) {
+			note_ip_id(r, ip, solved);
 			if (qp->type == IBV_QPT_RC)
 				on_request_rc(qp, k);
 			else
 				on_request_uc(qp, k);
 		} else if (qp->type == IBV_QPT_RC) {
+			note_ip_id(r, ip, solved);
 			on_response(qp, k);
 		} else {
 			rc->drops[D_OPCODE]++;
 		}
 	}
 	pthread_mutex_unlock(&rc->lock);
+}
+
+// Handles the datagram held back by the fault-injection point. rx_lock held.
+void release_held(RoceCtx *rc)
+{
+	RoceFaultState *f = rc->fault.get();
+	if (!f || !f->held_len)
+		return;
+	struct iovec iov = {f->held, f->held_len};
+	struct msghdr m = {};
+	m.msg_name = &f->held_name;
+	m.msg_namelen = sizeof(f->held_name);
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = f->held_ctl_len ? f->held_ctl : nullptr;
+	m.msg_controllen = f->held_ctl_len;
+	m.msg_flags = f->held_flags;
+	size_t n = f->held_len;
+	f->held_len = 0;
+	rc->fault_held.store(false, std::memory_order_relaxed);
+	handle(rc, f->held, n, m);
+}
+
+// A datagram held back longer than this is handled even though no other
+// came after it (the receive thread and roce_drain look).
+constexpr uint64_t kRoceHoldNs = 1000000;
+
+// The fault-injection point (faults(), tests only) in front of handle: the
+// datagram is dropped (counted as D_FILTERED), gets one bit flipped (the
+// ICRC check must then drop it: D_ICRC), is held back until the next one
+// has been handled (reordering), or is handled twice (duplication); the
+// draws are independent. rx_lock held.
+void inject(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
+{
+	const Faults &fs = faults();
+	if (!fs.any) {
+		handle(rc, p, n, msg);
+		return;
+	}
+	if (!rc->fault) {
+		rc->fault.reset(new (std::nothrow) RoceFaultState());
+		if (!rc->fault) {
+			handle(rc, p, n, msg);
+			return;
+		}
+	}
+	if (!rc->fault_rng)
+		rc->fault_rng = (uint64_t(g_pid) << 32 ^ now_ns()) | 1;
+	RoceFaultState *f = rc->fault.get();
+	if (fs.loss > 0 && fault_draw(rc) < fs.loss) {
+		rc->rx_packets++;
+		rc->drops[D_FILTERED]++;
+		return;
+	}
+	if (fs.corrupt > 0 && n > 5 && fault_draw(rc) < fs.corrupt) {
+		// Any bit but those of the BTH's reserved byte (4), which the
+		// ICRC leaves out: a change there is no damage.
+		size_t bit = size_t(fault_draw(rc) * double((n - 1) * 8));
+		size_t at = bit / 8 >= 4 ? bit / 8 + 1 : bit / 8;
+		p[at] ^= uint8_t(1u << (bit % 8));
+		rc->corrupted++;
+	}
+	bool twice = fs.duplicate > 0 && fault_draw(rc) < fs.duplicate;
+	if (fs.reorder > 0 && !f->held_len && fault_draw(rc) < fs.reorder &&
+	    msg.msg_controllen <= sizeof(f->held_ctl)) {
+		memcpy(f->held, p, n);
+		f->held_len = n;
+		f->held_ns = now_ns();
+		memcpy(&f->held_name, msg.msg_name, sizeof(f->held_name));
+		f->held_flags = msg.msg_flags;
+		f->held_ctl_len = msg.msg_controllen;
+		if (msg.msg_controllen)
+			memcpy(f->held_ctl, msg.msg_control, msg.msg_controllen);
+		rc->fault_held.store(true, std::memory_order_relaxed);
+		rc->reordered++;
+		return;
+	}
+	if (twice)
+		memcpy(f->copy, p, n);
+	handle(rc, p, n, msg);
+	if (twice) {
+		rc->duplicated++;
+		handle(rc, f->copy, n, msg);
+	}
+	release_held(rc);
 }
 
 // Retransmission and RNR timers of every QP. Returns the next due time (0: none).
@@ -1206,12 +1336,14 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		if (got <= 0)
 			break;
 		for (int i = 0; i < got; i++)
-			handle(rc, static_cast<uint8_t *>(iovs[i].iov_base), msgs[i].msg_len,
+			inject(rc, static_cast<uint8_t *>(iovs[i].iov_base), msgs[i].msg_len,
 			       msgs[i].msg_hdr);
 		total += got;
 		if (got < kRoceBatch)
 			break;
 	}
+	if (rc->fault && rc->fault->held_len && now_ns() - rc->fault->held_ns >= kRoceHoldNs)
+		release_held(rc);
 	pthread_mutex_unlock(&rc->rx_lock);
 	return total;
 }
@@ -1230,12 +1362,15 @@ void *roce_rx_main(void *arg)
 		// timers, and waits for the socket again once polling stops.
 		bool app_polls = now - rc->app_poll_ns.load(std::memory_order_relaxed) < 2000000ull;
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
+		if (rc->fault_held.load(std::memory_order_relaxed))
+			wait_ms = std::min(wait_ms, 1); // a datagram held back (inject)
 		int pr = poll(pf, app_polls ? 1 : 2, app_polls ? std::min(wait_ms, 1) : wait_ms);
 		if (pr < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
 			break;
-		if (!app_polls && (pf[1].revents & POLLIN))
+		if (!app_polls && ((pf[1].revents & POLLIN) ||
+				   rc->fault_held.load(std::memory_order_relaxed)))
 			roce_drain(rc, false);
 	}
 	return nullptr;
@@ -1388,6 +1523,7 @@ void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state nex
 			r->mtu = roce_mtu_bytes(rc->active_mtu);
 		}
 		r->epsn = a.rq_psn & kPsnMask;
+		r->zero_id_run = 0;
 		r->msn = 0;
 		r->nak_sent = false;
 		r->in_send = r->in_write = false;
