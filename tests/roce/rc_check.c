@@ -99,12 +99,25 @@ static void xfer(int s, void *out, void *in, size_t n)
 	}
 }
 
+/* The TCP connection to the peer: a peer that has exited (closed it) ends
+ * the wait for a completion that can no longer come. */
+static int g_sock = -1;
+
+static void peer_alive(void)
+{
+	char c;
+	if (g_sock >= 0 && recv(g_sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		die("the peer has exited");
+}
+
 static struct ibv_wc wait_one(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
 	int n;
+	unsigned long spins = 0;
 	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		;
+		if (++spins % 100000 == 0)
+			peer_alive();
 	if (n < 0)
 		die("poll_cq");
 	if (wc.status != IBV_WC_SUCCESS) {
@@ -350,6 +363,7 @@ int main(int argc, char **argv)
 	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
 		die("query_gid");
 	int s = server ? tcp_connect(server, port) : tcp_accept(port);
+	g_sock = s;
 	xfer(s, &me, &peer, sizeof(me));
 	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = pa.active_mtu,
 				 .dest_qp_num = peer.qpn, .rq_psn = peer.psn, .max_dest_rd_atomic = 16,
@@ -360,7 +374,9 @@ int main(int argc, char **argv)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("RTR");
-	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+	/* timeout 16: 268 ms per try, 8 tries without progress before an error
+	 * (generous: a busy host may not run the peer for a while). */
+	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 16, .retry_cnt = 7,
 				 .rnr_retry = 7, .sq_psn = me.psn, .max_rd_atomic = 16};
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))

@@ -22,6 +22,7 @@ usage: $0 [options]
                      points of the repository, build tree, kernel and results in it)
                      and needs bash, kmod and iproute2
   --only GROUP...    run only these groups (see --list)
+  --skip GROUP...    run every group but these
   --kernel PKG       Debian kernel image package or glob (default: what
                      linux-image-amd64 depends on), e.g. 'linux-image-6.12.*+deb12-amd64'
   --build-dir DIR    build tree (default $repo/build): results go to DIR/vm-results,
@@ -36,7 +37,7 @@ usage: $0 [options]
 EOF
 }
 
-mode=ld_library_path lib="" root_dir="" only=() extra=() kernel="" build="" list=0 hang=""
+mode=ld_library_path lib="" root_dir="" only=() skip=() extra=() kernel="" build="" list=0 hang=""
 timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=120 test_timeout=90
 while [ $# -gt 0 ]; do
   case $1 in
@@ -47,6 +48,8 @@ while [ $# -gt 0 ]; do
     --root) root_dir=${2:?--root needs a directory}; shift 2 ;;
     --only) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do only+=("$1"); shift; done
             [ ${#only[@]} -gt 0 ] || { echo "vm: --only needs group names" >&2; exit 2; } ;;
+    --skip) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do skip+=("$1"); shift; done
+            [ ${#skip[@]} -gt 0 ] || { echo "vm: --skip needs group names" >&2; exit 2; } ;;
     --kernel) kernel=${2:?--kernel needs a package}; shift 2 ;;
     --build-dir) build=${2:?--build-dir needs a directory}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
@@ -106,8 +109,14 @@ if [ ${#only[@]} -gt 0 ]; then
 elif [ ${#extra[@]} -gt 0 ]; then
   for f in "${extra[@]}"; do b=$(basename "$f" .sh); selected+=("${b#vm-group-}"); done
 else
-  selected=("${group_names[@]}")
+  for g in "${group_names[@]}"; do
+    for k in "${skip[@]}"; do [ "$g" = "$k" ] && continue 2; done
+    selected+=("$g")
+  done
 fi
+for k in "${skip[@]}"; do
+  [ -n "${group_path[$k]:-}" ] || die "--skip: no group '$k' (groups: ${group_names[*]})"
+done
 [ ${#selected[@]} -gt 0 ] || die "no test groups found"
 
 # ------------------------------------------------------------------ host packages

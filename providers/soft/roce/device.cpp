@@ -227,8 +227,13 @@ static int open_socket(RoceCtx *rc)
 	// then writes IPv4 identification 0, which our ICRC assumes.
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
+	// net.core.rmem_max caps SO_RCVBUF; with CAP_NET_ADMIN the buffer may
+	// exceed it (SO_RCVBUFFORCE, refused with EPERM otherwise). A peer that
+	// sends more than the buffer holds before it waits for an ACK (kernel
+	// rxe: 128 packets) loses the rest and sends them again.
 	int buf = 4 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	// One socket per interface: bound to the device, so that each
 	// interface of a namespace can have its own port 4791 (Linux 5.7 and

@@ -975,6 +975,13 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 		uint8_t code = v == V_NAK_INV ? kNakInvalidRequest
 			       : v == V_NAK_ACCESS ? kNakRemoteAccess
 						   : kNakRemoteOp;
+		softlog(3, "%s: QP 0x%x: %s PSN 0x%x (%u bytes) refused with NAK %s; the QP goes to "
+			   "the error state (message in progress: send %d, write %d with %llu bytes "
+			   "left; path MTU %u)",
+			qp->ctx->roce->ifname, qp->qpn, opcode_name(k.bth.opcode), k.bth.psn,
+			k.payload_len,
+			v == V_NAK_INV ? "invalid request" : v == V_NAK_ACCESS ? "remote access" : "remote operation",
+			r->in_send, r->in_write, (unsigned long long)r->write_left, r->mtu);
 		send_aeth(qp, kAck, k.bth.psn, kAethNak | code);
 		qp_error(qp);
 		return;

@@ -1,0 +1,142 @@
+#!/bin/bash
+# The RoCE v2 software device against the kernel's soft-RoCE on one wire (test
+# bed guest, tests/vm): a veth pair, one end (ovr0, 10.78.0.1) in the guest's
+# root namespace with the kernel device rxe1 on it, driven by Debian's own
+# libibverbs and rxe provider; the other end (ovr1, 10.78.0.2) in the network
+# namespace "ovroce" with our device sroce0 on it (RDMAV_SOFT_ROCE=ovr1, our
+# libibverbs). Debian's unmodified programs run as pairs in both directions
+# (our side as server and as client), so every packet crosses between the
+# kernel's RoCE v2 implementation and ours: headers, ICRC, PSNs, ACKs.
+# (rxe's UDP socket owns port 4791 of the root namespace: ours needs a
+# namespace of its own.)
+# shellcheck source=tests/vm/lib.sh disable=SC2154
+. "$OV_REPO/tests/vm/lib.sh"
+ov_require_ours "the RoCE v2 software device is the project's"
+
+ns=ovroce
+kip=10.78.0.1 oip=10.78.0.2
+setup_log=$OV_LOGDIR/setup.log
+t0=$(ov_now)
+{
+  set -x
+  ip netns add $ns &&
+    ip link add ovr0 type veth peer name ovr1 &&
+    ip link set ovr1 netns $ns &&
+    ip addr add $kip/24 dev ovr0 &&
+    ip -n $ns addr add $oip/24 dev ovr1 &&
+    ip link set ovr0 up && ip -n $ns link set ovr1 up && ip -n $ns link set lo up &&
+    rdma link add rxe1 type rxe netdev ovr0
+} >"$setup_log" 2>&1 || {
+  ov_result FAIL setup "$t0" "(veth pair or rxe1: $(ov_tail "$setup_log"))"
+  exit 1
+}
+# rxe1's IPv4-mapped RoCE v2 GID.
+ip_hex=$(printf '%02x%02x:%02x%02x' ${kip//./ })
+sysd=/sys/class/infiniband/rxe1/ports/1
+kgid=""
+for _ in {1..100}; do
+  for f in $(grep -l "0000:0000:0000:0000:0000:ffff:$ip_hex" "$sysd"/gids/* 2>/dev/null); do
+    n=${f##*/}
+    if grep -q 'RoCE v2' "$sysd/gid_attrs/types/$n" 2>/dev/null; then kgid=$n; break; fi
+  done
+  [ -n "$kgid" ] && break
+  ov_sleep 0.1
+done
+[ -n "$kgid" ] || { ov_result FAIL setup "$t0" "(no RoCE v2 GID ::ffff:$kip on rxe1)"; exit 1; }
+ov_result PASS setup "$t0" "(rxe1 GID index $kgid)"
+
+kern="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
+ours="ip netns exec $ns env RDMAV_SOFT_ROCE=ovr1 VERBS_LOG_LEVEL=3"
+
+# ov_tcp_listening for the network namespace of process PID.
+ns_listening() {
+  local pid=$1 hex f sl local_addr rem st _
+  printf -v hex '%04X' "$2"
+  for f in /proc/"$pid"/net/tcp /proc/"$pid"/net/tcp6; do
+    while read -r sl local_addr rem st _; do
+      [ "$st" = 0A ] && [ "${local_addr##*:}" = "$hex" ] && return 0
+    done <"$f"
+  done 2>/dev/null
+  return 1
+}
+
+# xpair NAME "SERVER CMD" "CLIENT CMD": as ov_pair (tcp:18515), but the server
+# may run in another network namespace (it is started as timeout(1) inside
+# it, so its own /proc/PID/net shows the listener).
+xpair() {
+  local name=$1 srv=$2 cli=$3 t0 log rc src spid i
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  echo "+ server: $srv" >"$log"
+  case $srv in
+    "ip netns exec "*)
+      # shellcheck disable=SC2086
+      ip netns exec $ns timeout -k 5 "$OV_TEST_TIMEOUT" ${srv#ip netns exec $ns } >"$log.server" 2>&1 & ;;
+    *)
+      # shellcheck disable=SC2086
+      timeout -k 5 "$OV_TEST_TIMEOUT" $srv >"$log.server" 2>&1 & ;;
+  esac
+  spid=$!
+  for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
+    kill -0 "$spid" 2>/dev/null || break
+    ns_listening "$spid" 18515 && break
+    ov_sleep 0.1
+  done
+  if ! ns_listening "$spid" 18515; then
+    kill "$spid" 2>/dev/null; wait "$spid"; src=$?
+    cat "$log.server" >>"$log"; rm -f "$log.server"
+    ov_result FAIL "$name" "$t0" "(server never listened, exit $src: $(ov_tail "$log"))"
+    return
+  fi
+  echo "+ client: $cli" >>"$log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1; rc=$?
+  [ "$rc" = 0 ] || { ov_sleep 0.5; kill "$spid" 2>/dev/null; }
+  wait "$spid"; src=$?
+  { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
+  if [ "$rc" = 0 ] && [ "$src" != 0 ]; then rc=$src; fi
+  ov_check "$name" "$log" "$rc" "" "$t0"
+}
+
+# both NAME TOOL GIDFLAG ARGS...: TOOL with our side as server (kernel as
+# client), then the reverse.
+both() {
+  local name=$1 tool=$2 gf=$3; shift 3
+  xpair "$name-ours-server" "$ours $tool -d sroce0 $gf 1 $*" "$kern $tool -d rxe1 $gf $kgid $* $oip"
+  xpair "$name-rxe-server" "$kern $tool -d rxe1 $gf $kgid $*" "$ours $tool -d sroce0 $gf 1 $* $kip"
+}
+
+# Short runs: the guest runs under TCG (a few MB/s).
+n=${OV_PINGPONG_ITERS:-50}
+both ibv_rc_pingpong ibv_rc_pingpong -g -n "$n"
+both ibv_uc_pingpong ibv_uc_pingpong -g -n "$n"
+both ibv_ud_pingpong ibv_ud_pingpong -g -n "$n" -s 1024
+both ibv_srq_pingpong ibv_srq_pingpong -g -n 20
+# (perftest gives no report when its clock calibration is noisy, as it is
+# under TCG with short runs: -n 500, -F.)
+for prog in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+  both "$prog" "$prog" -x -n 500 -F
+done
+both ib_write_lat ib_write_lat -x -n 200 -F
+# rc_check (ours, tests/roce/rc_check.c; on the kernel's side it runs on
+# Debian's libibverbs and rxe): SENDs, RDMA WRITE + READ back and atomics
+# checked byte for byte and value for value.
+rcc=$OV_BUILD_DIR/bin/roce_rc_check
+both rc_check "$rcc" -g -n 20 -s 65536
+# The same, and UD (rc_check -u), with the kernel's netem on both ends of the
+# link: 1 % each of loss, duplication and damage, and 1 % of the datagrams
+# held back 1 ms (overtaken by the others: reordering). Every RC transfer exactly once, in
+# order, with its bytes; UD may lose datagrams but never delivers wrong ones.
+# (Damage to rxe's datagrams reaches our socket, the UDP checksum does not
+# stop it, and our ICRC check drops it: icrc=N in our side's counters.)
+t0=$(ov_now)
+netem="netem delay 1ms reorder 99% loss 1% duplicate 1% corrupt 1%"
+# shellcheck disable=SC2086
+if { tc qdisc add dev ovr0 root $netem && ip netns exec $ns tc qdisc add dev ovr1 root $netem; } \
+  >>"$setup_log" 2>&1; then
+  ov_result PASS netem "$t0"
+  both rc_check-netem "$rcc" -g -n 20 -s 65536
+  both ud_check-netem "$rcc" -g -u -n 500 -s 1024
+else
+  ov_result FAIL netem "$t0" "(tc qdisc add ... netem: $(ov_tail "$setup_log"))"
+fi
+exit "$ov_failed"
