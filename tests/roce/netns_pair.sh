@@ -104,9 +104,9 @@ if [ -n "${OVROCE_CHECK_FAULTS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
   # VERBS_LOG_LEVEL=3: each receiving side's injected faults and drops at
   # close. Every damaged datagram must have been dropped by the ICRC check
   # (a damaged one handled twice is counted twice); each kind of fault asked
-  # for must have happened; a UD receiver's losses are the datagrams dropped
+  # for must have happened (on either side); a UD receiver's losses are the datagrams dropped
   # or damaged (rc_check -u has already failed on any garbage).
-  seen=0
+  seen=0 td=0 tr=0 tu=0 tc=0
   for side in server client; do
     line=$(grep "faults injected:" "$logdir/$side") || continue
     seen=1
@@ -119,17 +119,18 @@ if [ -n "${OVROCE_CHECK_FAULTS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
     if [ "$icrc" -lt "$c" ] || [ "$icrc" -gt $((c + u)) ]; then
       echo "FAIL: $side: $c datagrams damaged but $icrc dropped by the ICRC check"; src=1
     fi
-    for k in "LOSS $d" "REORDER $r" "DUPLICATE $u" "CORRUPT $c"; do
-      set -- $k
-      eval "want=\${OPENVERBS_SOFT_ROCE_$1:-}"
-      if [ -n "$want" ] && [ "$2" -eq 0 ]; then echo "FAIL: $side: no $1 fault injected"; src=1; fi
-    done
+    td=$((td + d)); tr=$((tr + r)); tu=$((tu + u)); tc=$((tc + c))
     lost=$(sed -n 's/^ud: .* \([0-9]*\) lost,.*/\1/p' "$logdir/$side")
     if [ -n "$lost" ] && { [ "$lost" -lt "$d" ] || [ "$lost" -gt $((d + c)) ]; }; then
       echo "FAIL: $side: $lost UD datagrams lost, $d dropped and $c damaged"; src=1
     fi
   done
   [ $seen = 1 ] || { echo "FAIL: no fault counts (VERBS_LOG_LEVEL=3?)"; src=1; }
+  for k in "LOSS $td" "REORDER $tr" "DUPLICATE $tu" "CORRUPT $tc"; do
+    set -- $k
+    eval "want=\${OPENVERBS_SOFT_ROCE_$1:-}"
+    if [ -n "$want" ] && [ "$2" -eq 0 ]; then echo "FAIL: no $1 fault injected"; src=1; fi
+  done
 fi
 if [ $src -ne 0 ] || [ $crc -ne 0 ]; then
   for n in $nsa $nsb; do

@@ -48,61 +48,14 @@ ov_result PASS setup "$t0" "(rxe1 GID index $kgid)"
 kern="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
 ours="ip netns exec $ns env RDMAV_SOFT_ROCE=ovr1 VERBS_LOG_LEVEL=3"
 
-# ov_tcp_listening for the network namespace of process PID.
-ns_listening() {
-  local pid=$1 hex f sl local_addr rem st _
-  printf -v hex '%04X' "$2"
-  for f in /proc/"$pid"/net/tcp /proc/"$pid"/net/tcp6; do
-    while read -r sl local_addr rem st _; do
-      [ "$st" = 0A ] && [ "${local_addr##*:}" = "$hex" ] && return 0
-    done <"$f"
-  done 2>/dev/null
-  return 1
-}
-
-# xpair NAME "SERVER CMD" "CLIENT CMD": as ov_pair (tcp:18515), but the server
-# may run in another network namespace (it is started as timeout(1) inside
-# it, so its own /proc/PID/net shows the listener).
-xpair() {
-  local name=$1 srv=$2 cli=$3 t0 log rc src spid i
-  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
-  echo "+ server: $srv" >"$log"
-  case $srv in
-    "ip netns exec "*)
-      # shellcheck disable=SC2086
-      ip netns exec $ns timeout -k 5 "$OV_TEST_TIMEOUT" ${srv#ip netns exec $ns } >"$log.server" 2>&1 & ;;
-    *)
-      # shellcheck disable=SC2086
-      timeout -k 5 "$OV_TEST_TIMEOUT" $srv >"$log.server" 2>&1 & ;;
-  esac
-  spid=$!
-  for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
-    kill -0 "$spid" 2>/dev/null || break
-    ns_listening "$spid" 18515 && break
-    ov_sleep 0.1
-  done
-  if ! ns_listening "$spid" 18515; then
-    kill "$spid" 2>/dev/null; wait "$spid"; src=$?
-    cat "$log.server" >>"$log"; rm -f "$log.server"
-    ov_result FAIL "$name" "$t0" "(server never listened, exit $src: $(ov_tail "$log"))"
-    return
-  fi
-  echo "+ client: $cli" >>"$log"
-  # shellcheck disable=SC2086
-  timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1; rc=$?
-  [ "$rc" = 0 ] || { ov_sleep 0.5; kill "$spid" 2>/dev/null; }
-  wait "$spid"; src=$?
-  { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
-  if [ "$rc" = 0 ] && [ "$src" != 0 ]; then rc=$src; fi
-  ov_check "$name" "$log" "$rc" "" "$t0"
-}
-
 # both NAME TOOL GIDFLAG ARGS...: TOOL with our side as server (kernel as
 # client), then the reverse.
 both() {
   local name=$1 tool=$2 gf=$3; shift 3
-  xpair "$name-ours-server" "$ours $tool -d sroce0 $gf 1 $*" "$kern $tool -d rxe1 $gf $kgid $* $oip"
-  xpair "$name-rxe-server" "$kern $tool -d rxe1 $gf $kgid $*" "$ours $tool -d sroce0 $gf 1 $* $kip"
+  ov_pair "$name-ours-server" tcp:18515 "$ours $tool -d sroce0 $gf 1 $*" \
+    "$kern $tool -d rxe1 $gf $kgid $* $oip"
+  ov_pair "$name-rxe-server" tcp:18515 "$kern $tool -d rxe1 $gf $kgid $*" \
+    "$ours $tool -d sroce0 $gf 1 $* $kip"
 }
 
 # Short runs: the guest runs under TCG (a few MB/s).

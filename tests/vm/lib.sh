@@ -18,11 +18,12 @@ ov_failed=0
 exec {ov_sleep_fd}<> <(:)
 ov_sleep() { read -r -t "$1" -u "$ov_sleep_fd" _; return 0; }
 
-# ov_tcp_listening PORT: a TCP socket (v4 or v6) listens on PORT.
+# ov_tcp_listening PORT [PID]: a TCP socket (v4 or v6) listens on PORT in the
+# network namespace of PID (default: ours).
 ov_tcp_listening() {
-  local hex f sl local_addr rem st _
+  local hex f sl local_addr rem st _ pid=${2:-self}
   printf -v hex '%04X' "$1"
-  for f in /proc/net/tcp /proc/net/tcp6; do
+  for f in /proc/"$pid"/net/tcp /proc/"$pid"/net/tcp6; do
     while read -r sl local_addr rem st _; do
       [ "$st" = 0A ] && [ "${local_addr##*:}" = "$hex" ] && return 0
     done <"$f"
@@ -84,7 +85,12 @@ ov_wait_listen() {
     kill -0 "$pid" 2>/dev/null || return 1
     case $kind in
       tcp:*)
-        ov_tcp_listening "${kind#tcp:}" && return 0 ;;
+        # In the server's network namespace (a server started as
+        # "ip netns exec NS ..." listens there): PID is timeout(1), the
+        # server its child.
+        local srv=""
+        read -r srv _ <"/proc/$pid/task/$pid/children" 2>/dev/null
+        ov_tcp_listening "${kind#tcp:}" "${srv:-self}" && return 0 ;;
       cm)
         # Only this server's listener counts (a previous server's may linger):
         # PID is timeout(1), the server is its child.
