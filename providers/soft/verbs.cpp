@@ -147,9 +147,14 @@ static void watchdog(SoftContext *ctx)
 			qp_sq_unlock(qp);
 			continue;
 		}
-		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && qp->remote_pid > 0 &&
-		    qp->remote_pid != self_pid() && qp->type == IBV_QPT_XRC_SEND &&
-		    !process_alive(qp->remote_pid, qp->remote_start)) {
+		// The peer's identity is written by modify_qp under the send-queue
+		// guard: read it there, as one consistent pair.
+		qp_sq_lock(qp);
+		int32_t rpid = qp->remote_pid;
+		uint64_t rstart = qp->remote_start;
+		qp_sq_unlock(qp);
+		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && rpid > 0 && rpid != self_pid() &&
+		    qp->type == IBV_QPT_XRC_SEND && !process_alive(rpid, rstart)) {
 			// An XRC receive QP outlives its creator while other processes
 			// hold it: reclaim the dead process, then follow the QP's
 			// current owner.
@@ -162,23 +167,32 @@ static void watchdog(SoftContext *ctx)
 				QpEntry &d = rs->hdr->qps[ds];
 				int32_t pid = d.owner_pid;
 				if (d.slot.load() == SLOT_LIVE && d.qp_type == IBV_QPT_XRC_RECV &&
-				    pid > 0 && pid != qp->remote_pid) {
+				    pid > 0 && pid != rpid) {
 					uint64_t start = process_start_time(pid);
 					if (process_alive(pid, start)) {
-						qp->remote_pid = pid;
-						qp->remote_start = start;
+						qp_sq_lock(qp);
+						if (qp->remote_pid == rpid) {
+							qp->remote_pid = pid;
+							qp->remote_start = start;
+						}
+						qp_sq_unlock(qp);
 						continue;
 					}
 				}
 			}
 		}
-		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && qp->remote_pid > 0 &&
-		    qp->remote_pid != self_pid() && qp->type != IBV_QPT_UD &&
-		    !process_alive(qp->remote_pid, qp->remote_start)) {
-			softlog(3, "soft%d: QP 0x%x: peer process %d is gone", ctx->index, qp->qpn,
-				qp->remote_pid);
+		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && rpid > 0 && rpid != self_pid() &&
+		    qp->type != IBV_QPT_UD && !process_alive(rpid, rstart)) {
 			qp_sq_lock(qp);
-			qp_to_error(qp, true);
+			// Only if the application has not meanwhile connected the QP
+			// to another peer (or reset it).
+			uint32_t now_st = e.state.load();
+			if (qp->remote_pid == rpid && qp->remote_start == rstart &&
+			    (now_st == IBV_QPS_RTR || now_st == IBV_QPS_RTS)) {
+				softlog(3, "soft%d: QP 0x%x: peer process %d is gone", ctx->index,
+					qp->qpn, rpid);
+				qp_to_error(qp, true);
+			}
 			qp_sq_unlock(qp);
 		}
 	}
@@ -3145,24 +3159,27 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 
 	if (next == cur && next != IBV_QPS_ERR && next != IBV_QPS_RESET)
 		return 0;
+	// The responder's process (RTR of a connected QP): set below under the
+	// send-queue guard, where the watchdog reads it.
+	bool set_peer = false;
+	int32_t peer_pid = 0;
+	uint64_t peer_start = 0;
 	if (next == IBV_QPS_RTR && qp->type != IBV_QPT_UD) {
 		uint32_t ds = s.dest_qp_num - kQpnBase;
-		qp->remote_pid = 0;
-		qp->remote_start = 0;
+		set_peer = true;
 		Segment *rs = responder_segment(qp, s.ah_attr);
 		if (rs && s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
 		    rs->hdr->qps[ds].slot.load() == SLOT_LIVE) {
-			qp->remote_pid = rs->hdr->qps[ds].owner_pid;
+			peer_pid = rs->hdr->qps[ds].owner_pid;
 			// The start time the owner recorded in its process slot
 			// when it attached (no /proc read per connection); read
 			// from /proc only if the slot no longer names that pid.
 			uint32_t o = rs->hdr->qps[ds].owner;
 			const ProcEntry *pe = o < kMaxProcs ? &rs->hdr->procs[o] : nullptr;
-			qp->remote_start = pe && pe->in_use.load() && pe->pid == qp->remote_pid
-						   ? pe->start_time
-						   : 0;
-			if (!qp->remote_start)
-				qp->remote_start = process_start_time(qp->remote_pid);
+			peer_start = pe && pe->in_use.load() && pe->pid == peer_pid ? pe->start_time
+										    : 0;
+			if (!peer_start)
+				peer_start = process_start_time(peer_pid);
 		}
 	}
 	if (next == IBV_QPS_ERR) {
@@ -3196,6 +3213,10 @@ static int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	}
 	// Still under the send-queue guard: the watchdog's qp_to_error writes
 	// the same fields under it.
+	if (set_peer) {
+		qp->remote_pid = peer_pid;
+		qp->remote_start = peer_start;
+	}
 	s.qp_state = next;
 	s.cur_qp_state = next;
 	ibqp->state = next;
