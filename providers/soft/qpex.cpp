@@ -191,7 +191,7 @@ static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 // IBV_FLUSH_GLOBAL / IBV_FLUSH_PERSISTENT, `level` IBV_FLUSH_RANGE (the
 // `len` bytes at `addr`) or IBV_FLUSH_MR (the whole region of `rkey`;
 // address and length are then not used). Anything else makes wr_complete
-// fail with EINVAL. Executed by exec_wr (engine.cpp).
+// fail with EINVAL. Executed by exec_wr (requester.cpp).
 static void wr_flush(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
 		     uint8_t level)
 {

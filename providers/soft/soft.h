@@ -299,7 +299,7 @@ struct SoftQp {
 	int32_t remote_pid;
 	uint64_t remote_start;
 	uint64_t alive_checked_ns; // last time the responder's process was seen alive
-	uint64_t alive_tsc;        // time-stamp counter at the last liveness look (engine.cpp)
+	uint64_t alive_tsc;        // time-stamp counter at the last liveness look (responder)
 	// The responder's device segment for attr.ah_attr (exec_wr's cache,
 	// under the send-queue guard; nullptr: look it up) and the process that
 	// looked it up (a forked child looks again).
@@ -316,7 +316,7 @@ struct SoftQp {
 		int32_t fd;
 		uint32_t ino;
 	} peer;
-	// fast_write's checks (engine.cpp; under the send-queue guard), kept
+	// fast_write's checks (requester.cpp; under the send-queue guard), kept
 	// for the last memory region it wrote to and the last it read from.
 	// A cached check holds while the region's entry keeps the sequence
 	// value it was read at (MrEntry::seq, keys.h); entry nullptr: nothing
@@ -436,13 +436,14 @@ static inline SoftPd *to_spd(struct ibv_pd *p) { return reinterpret_cast<SoftPd 
 uint64_t device_guid(int index); // host order
 // The shared segment of the device that address vector ah names (the QP's
 // own device, or another soft device of the user's fabric); nullptr when
-// that device cannot be reached (engine.cpp).
+// that device cannot be reached (responder.cpp).
 Segment *responder_segment(SoftQp *qp, const struct ibv_ah_attr &ah);
 // Detaches the other devices' segments responder_segment attached (exit).
 void routes_release();
 inline uint16_t device_lid(int index) { return uint16_t(index + 1); }
 
-// engine.cpp
+// The engine, split by role (engine.h): requester.cpp, completer.cpp,
+// responder.cpp and dma.cpp.
 int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 // Moves a thread-domain CQ's waiting completions, in order, into `cells`
 // (n of them, a power of two, at least as many as wait) and makes it the
@@ -462,10 +463,10 @@ void qp_to_error(SoftQp *qp, bool fatal_event);
 void flush_rq(SoftQp *qp);
 // The completion of send request w (when it is signaled, or failed): into
 // the lane of a thread-domain send CQ, else the send CQ's shared ring; the
-// opcode follows w's (engine.cpp, for transports other than the engine's).
+// opcode follows w's (completer.cpp, for transports other than the engine's).
 void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len);
 // After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
-// to its owner when the armed limit is crossed (engine.cpp).
+// to its owner when the armed limit is crossed (completer.cpp).
 void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);
 void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t element,

@@ -2,7 +2,7 @@
 //
 // Behaviour follows the rdma-core 44 man pages (ibv_query_device(3),
 // ibv_modify_qp(3), ibv_create_qp_ex(3), ibv_open_xrcd(3), ...) and the
-// InfiniBand QP state machine; the data path is in engine.cpp.
+// InfiniBand QP state machine; the data path is the engine (engine.h).
 #include "soft.h"
 #include "roce/roce.h"
 #include "keys.h"

@@ -589,7 +589,7 @@ TEST_F(Loop, QpAccessFlagsAreEnforced)
 }
 
 // One RDMA WRITE after another takes the provider's cached checks of both
-// regions (engine.cpp, fast_write): every change to a region, the
+// regions (requester.cpp, fast_write): every change to a region, the
 // responder QP or the range must still be seen.
 TEST_F(Loop, WriteAfterASuccessfulOneRechecksEverything)
 {
