@@ -96,7 +96,7 @@ static __attribute__((noinline, cold)) void lane_overrun(SoftQp *qp)
 // the lane and the shared ring together. No call on the common path (the
 // rare ones are tail calls), so no register is saved.
 void lane_push(SoftQp *qp, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
-		      uint32_t len)
+	       uint32_t len)
 {
 	CqLane *l = qp->lane;
 	SoftCq *cq = qp->scq;
@@ -140,8 +140,8 @@ uint32_t lane_count(const CqLane *l)
 
 // A send completion into the send CQ's shared ring.
 __attribute__((noinline)) void complete_send_ring(SoftQp *qp, uint64_t wr_id,
-							 enum ibv_wc_opcode op,
-							 enum ibv_wc_status st, uint32_t len)
+						  enum ibv_wc_opcode op,
+						  enum ibv_wc_status st, uint32_t len)
 {
 	cq_push_fill(qp->ctx->seg, qp->scq->slot, false, st, [&](struct ibv_wc &wc) {
 		wc.wr_id = wr_id;

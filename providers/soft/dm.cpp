@@ -8,7 +8,7 @@
 // process: the copy verbs are memcpy, and a region registered on it
 // (always zero-based, as the kernel requires) is backed by that file, so
 // peer processes reach it through a mapping of their own, like any
-// converted region (verbs.cpp). The copy verbs move 32-bit words, as
+// converted region (mr.cpp). The copy verbs move 32-bit words, as
 // device memory does: offset and length must be multiples of 4.
 //
 // Limits: at most kMaxDmSize bytes (ibv_query_device_ex's max_dm_size) of

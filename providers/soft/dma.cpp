@@ -38,8 +38,8 @@ __attribute__((constructor)) static void pid_init()
 // The peer's part of direct_ptr: the region's memfd fields (see MrEntry).
 // pc: the caller's cache of the last mapping (or nullptr), tried first.
 uint8_t *peer_direct(SoftQp::PeerCache *pc, int32_t pid, int32_t memfd, uint32_t ino,
-			    uint64_t memfd_off, uint64_t share_lo, uint64_t share_hi, uint64_t addr,
-			    uint64_t len)
+		     uint64_t memfd_off, uint64_t share_lo, uint64_t share_hi, uint64_t addr,
+		     uint64_t len)
 {
 	if (memfd < 0 || addr < share_lo || addr > share_hi || len > share_hi - addr)
 		return nullptr;
@@ -155,7 +155,7 @@ void copy_bytes(void *dst, const void *src, size_t n)
 // Copies between my memory (local) and process pid's memory (remote).
 // Returns 0, ESRCH (process gone) or EFAULT.
 int move_bytes(int32_t pid, const struct iovec *local, int nl, const struct iovec *remote,
-		      int nr, bool to_remote)
+	       int nr, bool to_remote)
 {
 	uint64_t total = 0;
 	for (int i = 0; i < nl; i++)

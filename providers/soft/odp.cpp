@@ -1,7 +1,7 @@
 // openverbs software RDMA device: on-demand paging (ODP).
 //
 // A region registered with IBV_ACCESS_ON_DEMAND (ibv_reg_mr(3)) is not
-// pinned and not converted to a shareable backing (verbs.cpp): it follows
+// pinned and not converted to a shareable backing (mr.cpp): it follows
 // the process's address space, as an HCA's ODP region follows the process's
 // page tables. Pages may be unmapped, mapped anew or never touched between
 // registration and use; the device resolves them when an operation reaches

@@ -19,7 +19,7 @@ namespace ovsoft {
 // ------------------------------------------------------------------ delivery
 
 DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq,
-			     const Msg &m, bool connected)
+		      const Msg &m, bool connected)
 {
 	RingHeader *ring;
 	uint32_t cq_slot;
@@ -215,7 +215,7 @@ uint32_t flush_rights(uint8_t type)
 // looked at). The IBA 1.5 FLUSH responder checks, as rxe makes them
 // (rxe_resp.c, check_rkey).
 bool check_flush_key(Segment *seg, QpEntry &d, uint32_t dqpn, const SoftWr &w,
-			    uint32_t need)
+		     uint32_t need)
 {
 	KeySnap m;
 	if (!key_read(seg, w.rkey, m) || m.owner_pid != d.owner_pid)

@@ -790,7 +790,7 @@ bool qp_hand_over(SegmentHeader *h, uint32_t qp)
 		q.owner_pid = h->procs[r.proc].pid;
 		// Affiliated events of an XRC receive QP do not depend on the owner:
 		// every holder's watchdog reports them for its own handle
-		// (verbs.cpp, xrc_recv_watch).
+		// (context.cpp, xrc_recv_watch).
 		return true;
 	}
 	return false;

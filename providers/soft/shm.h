@@ -268,7 +268,7 @@ struct CqeCell {
 	uint32_t solicited;
 	// Written 0 with the completion. The CQ's owner sets it to 1 on a
 	// completion it removed from the ring in place (a QP of the CQ went
-	// to RESET: cq_purge_qp in verbs.cpp); polls skip such cells.
+	// to RESET: cq_purge_qp in qp.cpp); polls skip such cells.
 	uint32_t purged;
 };
 

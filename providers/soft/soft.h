@@ -131,7 +131,7 @@ struct SoftDm;
 struct SoftMr {
 	struct verbs_mr vmr;
 	uint32_t slot;
-	int share; // slot of the shareable backing (verbs.cpp), -1 none
+	int share; // slot of the shareable backing (mr.cpp), -1 none
 	SoftDm *dm; // device memory it registers (ibv_reg_dm_mr), or null
 };
 
@@ -143,7 +143,7 @@ struct MrBacking {
 	uint32_t ino;
 	uint64_t file_off;
 };
-// verbs.cpp: gives mr a key for [addr, addr+length) of this process at
+// mr.cpp: gives mr a key for [addr, addr+length) of this process at
 // iova, backed by b, and fills its public fields; false when the key table
 // is full.
 bool mr_publish(struct ibv_pd *ibpd, SoftMr *mr, void *addr, uint64_t iova, size_t length,
@@ -495,7 +495,7 @@ struct ibv_mr *soft_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off
 			      size_t length, unsigned int access);
 // A DM region deregistered: its device memory has one user less.
 void dm_mr_gone(SoftDm *dm);
-// The shared-memory device's operations (verbs.cpp): RoCE contexts start from
+// The shared-memory device's operations (context.cpp): RoCE contexts start from
 // them and replace the transport's (roce/device.cpp).
 const struct verbs_context_ops &soft_context_ops();
 

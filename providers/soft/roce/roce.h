@@ -1,6 +1,6 @@
 // openverbs RoCE v2 software device (sroce0, sroce1, ...): the soft device's
 // objects (PD, MR and key table, CQ, SRQ, AH, the QP's queues and state
-// machine: ../verbs.cpp) with a transport of its own: RoCE v2 packets
+// machine: ../objects.h) with a transport of its own: RoCE v2 packets
 // (wire.h) over one UDP socket bound to port 4791 on a network interface,
 // instead of copies into a peer's shared segment. src/DESIGN.md ("RoCE v2
 // software device") describes the whole design.
@@ -169,7 +169,7 @@ struct RoceQp {
 	uint32_t write_total;
 };
 
-// verbs.cpp -> device.cpp
+// context.cpp -> device.cpp
 int roce_segment_name(const SoftDevice *dev, char *buf, size_t len);
 struct verbs_device *roce_alloc_device(struct verbs_sysfs_dev *sysfs_dev);
 int roce_open(SoftContext *ctx, const SoftDevice *dev);
