@@ -9,7 +9,7 @@ PKGS="cmake g++ gcc make pkg-config python3 git
   qemu-system-x86 busybox-static kmod cpio iproute2
   abi-compliance-checker abi-dumper valgrind ucx-utils openmpi-bin libopenmpi-dev strace clang psmisc
   debootstrap debhelper fakeroot lintian
-  ninja-build cython3 python3-dev libudev-dev iperf3"
+  ninja-build cython3 python3-dev libudev-dev iperf3 dpkg-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

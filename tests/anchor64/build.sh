@@ -1,8 +1,16 @@
 #!/bin/sh
-# build.sh [--quiet]
+# build.sh [--quiet] [--release]
 #
 # Prints the path of a cached build of the rdma-core 64.0 anchor (the reference
 # release of the 64 ABI target), building it first when the cache has none.
+#
+# --release: the libraries, providers and tools built as Debian builds them
+# (CMAKE_BUILD_TYPE=Release: -O2 -g -DNDEBUG, with dpkg-buildflags' CFLAGS and
+# LDFLAGS for hardening=+all), without pyverbs and dumps, in a key of its own.
+# The programs of the test bed and the benchmarks run on this one: the
+# default build keeps rdma-core's assertions, and one of them (siw's
+# destroy_cq asserts that its spin lock is taken) aborts every program that
+# destroys a siw CQ; and -Og is not the optimisation a distribution ships.
 #
 # Tarball: $OPENVERBS_ANCHOR64_TARBALL, else
 # ${OPENVERBS_CACHE:-/var/cache/openverbs}/anchors/rdma-core-64.0.tar.xz. Its
@@ -34,8 +42,15 @@ ANCHOR_VERSION=3
 DUMP_VERSION=2
 SHA256=e722c228ddb2c666f9dd3c52b749313e096f3f0cda8a0a77678e9939843d1904
 
-quiet=0
-if [ "${1:-}" = --quiet ]; then quiet=1; shift; fi
+quiet=0 variant=debug
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quiet) quiet=1 ;;
+    --release) variant=release ;;
+    *) echo "anchor64: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 say() { [ "$quiet" = 1 ] || echo "anchor64: $*" >&2; }
 
 cache=${OPENVERBS_CACHE:-/var/cache/openverbs}
@@ -49,8 +64,16 @@ for tool in cmake ninja cython3 abi-dumper; do
 done
 
 cc=${CC:-cc}
-key=$(printf 'v%s\n%s\n%s\n' "$ANCHOR_VERSION" "$SHA256" "$($cc --version | head -1)" |
-      sha256sum | cut -c1-16)
+if [ "$variant" = release ]; then
+  # Debian's flags for rdma-core (debian/rules: hardening=+all, Release).
+  rel_cflags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CFLAGS)
+  rel_ldflags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get LDFLAGS)
+  key=$(printf 'v%s\n%s\n%s\nrelease %s %s\n' "$ANCHOR_VERSION" "$SHA256" "$($cc --version | head -1)" \
+          "$rel_cflags" "$rel_ldflags" | sha256sum | cut -c1-16)
+else
+  key=$(printf 'v%s\n%s\n%s\n' "$ANCHOR_VERSION" "$SHA256" "$($cc --version | head -1)" |
+        sha256sum | cut -c1-16)
+fi
 dest=$cache/anchor64/$key
 mkdir -p "$cache/anchor64"
 # The dumps are a step of their own (DUMP_VERSION), redone in place under the
@@ -78,11 +101,11 @@ make_dumps() { # $1: anchor tree (with usr/lib), $2: log
   rm -rf "$1/dumps.new" && mv "$work/dumps" "$1/dumps.new" && rm -rf "$1/dumps" && mv "$1/dumps.new" "$1/dumps"
   rm -rf "$work"
 }
-dumps_current() { [ "$(cat "$1/dumps/.version" 2>/dev/null)" = "$DUMP_VERSION" ]; }
+dumps_current() { [ "$variant" = release ] || [ "$(cat "$1/dumps/.version" 2>/dev/null)" = "$DUMP_VERSION" ]; }
 
 # $cache/anchor64/current names the anchor of this key for CMake, which must
 # know the reference's paths at configure time (the 64 target's tests).
-publish() { ln -sfn "$key" "$cache/anchor64/current.$$" && mv -T "$cache/anchor64/current.$$" "$cache/anchor64/current"; }
+publish() { [ "$variant" = release ] && return 0; ln -sfn "$key" "$cache/anchor64/current.$$" && mv -T "$cache/anchor64/current.$$" "$cache/anchor64/current"; }
 if [ -f "$dest/.openverbs-anchor" ] && dumps_current "$dest"; then publish; echo "$dest"; exit 0; fi
 
 exec 9>"$cache/anchor64/.$key.lock"
@@ -107,12 +130,17 @@ say "building rdma-core 64.0 in $tmp (log: $log)"
 start=$(date +%s)
 tar -xJf "$tarball" -C "$tmp/work"
 src=$tmp/work/rdma-core-64.0
+if [ "$variant" = release ]; then
+  build_type=Release cflags_var=CMAKE_C_FLAGS cflags=$rel_cflags ldflags=$rel_ldflags no_pyverbs=1
+else
+  build_type=Debug cflags_var=CMAKE_C_FLAGS_DEBUG cflags="-g -Og" ldflags="-Wl,-z,relro -Wl,-z,now" no_pyverbs=0
+fi
 {
   cmake -S "$src" -B "$tmp/work/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -Og" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
-    -DCMAKE_MODULE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
-    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+    -DCMAKE_BUILD_TYPE=$build_type "-D$cflags_var=$cflags" -DNO_PYVERBS=$no_pyverbs \
+    -DCMAKE_SHARED_LINKER_FLAGS="$ldflags" \
+    -DCMAKE_MODULE_LINKER_FLAGS="$ldflags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
     -DCMAKE_INSTALL_PREFIX="$dest/usr" -DCMAKE_INSTALL_LIBDIR=lib \
     -DCMAKE_INSTALL_SYSCONFDIR="$dest/etc" -DCMAKE_INSTALL_RUNDIR="$dest/run" \
     -DCMAKE_INSTALL_UDEV_RULESDIR="$dest/udev" -DCMAKE_INSTALL_SYSTEMD_SERVICEDIR="$dest/systemd" \
@@ -130,12 +158,12 @@ rm -rf "$tmp/destdir"
 tests=$(find "$tmp" -name run_tests.py -path '*/tests/*' | head -1)
 [ -n "$tests" ] && mv "$(dirname "$tests")" "$tmp/tests"
 [ -x "$tmp/usr/bin/ibv_devinfo" ] && [ -f "$tmp/usr/lib/libibverbs.so.1" ] &&
-  [ -f "$tmp/usr/lib/libibverbs/librxe-rdmav64.so" ] && [ -d "$tmp/python/pyverbs" ] &&
-  [ -f "$tmp/tests/run_tests.py" ] ||
+  [ -f "$tmp/usr/lib/libibverbs/librxe-rdmav64.so" ] &&
+  { [ "$variant" = release ] || { [ -d "$tmp/python/pyverbs" ] && [ -f "$tmp/tests/run_tests.py" ]; }; } ||
   { echo "anchor64: install incomplete (log: $log)" >&2; exit 1; }
 
 rm -rf "$tmp/work"
-make_dumps "$tmp" "$log" || exit 1
+[ "$variant" = release ] || make_dumps "$tmp" "$log" || exit 1
 printf 'ANCHOR64=%s\n' "$dest" > "$tmp/env.sh"
 touch "$tmp/.openverbs-anchor"
 mv "$tmp" "$dest"
