@@ -11,6 +11,11 @@
 #   - resident set size right after ibv_open_device; target: ours <= Debian's.
 # Prints the table with ratios and MET / NOT MET, then where our library
 # spends its instructions (callgrind_annotate, self cost).
+# The 64 target in the same run: when BUILD_DIR/abi64 (or $VM_BENCH_B64) is a
+# 64 tree with lib/ and bench/verbs_cycle, the cycle is measured also with
+# our 64 library and with rdma-core 64.0's own (its release build,
+# tests/anchor64/build.sh --release: Debian's flags), both on rdma-core 64's
+# provider librxe-rdmav64.so; target ours64/rdma-core 64 <= 0.8 as well.
 #
 #   bench/verbs/run-vm.sh [BUILD_DIR]     (default: build)
 #   bench/verbs/run-vm.sh --report BUILD_DIR/vm-results/<run>   (table only)
@@ -46,6 +51,22 @@ else
     echo "bench-verbs: $B/bench/verbs_cycle is not linked -z now (rebuild it)" >&2; exit 2
   fi
   case $B in /tmp/*|/run/*) echo "bench-verbs: the guest cannot see $B (under /tmp or /run)" >&2; exit 2 ;; esac
+  # The 64 target (optional): its tree and rdma-core 64's release build, named
+  # for the guest in B/bench/verbs64.env.
+  B64=${VM_BENCH_B64:-$B/abi64}
+  rm -f "$B/bench/verbs64.env"
+  if [ -x "$B64/bench/verbs_cycle" ] && [ -f "$B64/lib/libibverbs.so.1" ]; then
+    B64=$(cd "$B64" && pwd)
+    readelf -d "$B64/bench/verbs_cycle" | grep -q 'FLAGS.*BIND_NOW' ||
+      { echo "bench-verbs: $B64/bench/verbs_cycle is not linked -z now (rebuild it)" >&2; exit 2; }
+    if a64=$(sh "$repo/tests/anchor64/build.sh" --quiet --release); then
+      printf 'B64=%q\nANCHOR64=%q\n' "$B64" "$a64" >"$B/bench/verbs64.env"
+    else
+      echo "bench-verbs: no rdma-core 64 release build: the 64 target is not measured" >&2
+    fi
+  else
+    echo "bench-verbs: no 64 tree at $B64 (lib/, bench/verbs_cycle): the 64 target is not measured" >&2
+  fi
   "$repo/tests/vm/run.sh" --build-dir "$B" --lib "$B/lib" --group "$group" \
     --timeout "${VM_BENCH_TIMEOUT:-1800}" --test-timeout "${VM_BENCH_TEST_TIMEOUT:-900}" 2>&1 | tee "$log"
   res=$(sed -n 's/^vm: results in //p' "$log" | tail -n1)
@@ -86,14 +107,15 @@ split() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f", a / b }'; }
 row() { printf '%-36s %14s %14s %9s\n' "$@"; }
-# block TAG TITLE: the instruction rows of one pair of runs (TAG "" or "-lazy").
+# block OURS OTHER TITLE: the instruction rows of one pair of runs (OURS
+# ours, ours-lazy or ours64; OTHER debian, debian-lazy or anchor64).
 block() {
-  local tag=$1 k a b
+  local o=$1 d=$2 k a b
   declare -A so=() sd=()
-  [ -s "$dir/callgrind.ours$tag.out" ] && while read -r k a; do so[$k]=$a; done < <(split "$dir/callgrind.ours$tag.out")
-  [ -s "$dir/callgrind.debian$tag.out" ] && while read -r k a; do sd[$k]=$a; done < <(split "$dir/callgrind.debian$tag.out")
-  a=$(val "ir_ours$tag"); b=$(val "ir_debian$tag")
-  row "$2" "${a:-?}" "${b:-?}" "$(ratio "$a" "$b")"
+  [ -s "$dir/callgrind.$o.out" ] && while read -r k a; do so[$k]=$a; done < <(split "$dir/callgrind.$o.out")
+  [ -s "$dir/callgrind.$d.out" ] && while read -r k a; do sd[$k]=$a; done < <(split "$dir/callgrind.$d.out")
+  a=$(val "ir_$o"); b=$(val "ir_$d")
+  row "$3" "${a:-?}" "${b:-?}" "$(ratio "$a" "$b")"
   for k in libibverbs librxe libc libstdc++ ld.so verbs_cycle other; do
     [ -n "${so[$k]:-}${sd[$k]:-}" ] || continue
     row "  of which in $k" "${so[$k]:-0}" "${sd[$k]:-0}" "$(ratio "${so[$k]:-0}" "${sd[$k]:-0}")"
@@ -108,11 +130,17 @@ echo "results: $dir"
 echo "ours:   $(val lib_ours)"
 echo "debian: $(val lib_debian)"
 row "" "openverbs" "debian" "ours/deb"
-block "" "instructions, cycle (-z now)"
-block -lazy "instructions, lazy program (info)"
+block ours debian "instructions, cycle (-z now)"
+block ours-lazy debian-lazy "instructions, lazy program (info)"
 row "RSS before open (KiB)" "${bo:-?}" "${bd:-?}" "$(ratio "$bo" "$bd")"
 row "RSS after ibv_open_device (KiB)" "${ro:-?}" "${rd:-?}" "$(ratio "$ro" "$rd")"
 row "  growth by open (KiB)" "$(( ${ro:-0} - ${bo:-0} ))" "$(( ${rd:-0} - ${bd:-0} ))" ""
+ir_o64=$(val ir_ours64); ir_a64=$(val ir_anchor64)
+if [ -n "$ir_o64$ir_a64" ]; then
+  echo "the 64 target: ours64 $(val lib_ours64); rdma-core 64: $(val lib_anchor64)"
+  row "" "openverbs 64" "rdma-core 64" "ratio"
+  block ours64 anchor64 "instructions, cycle (-z now)"
+fi
 
 # Resident KiB per mapped object (first --rss run of each), where they differ.
 if [ -s "$dir/rss-maps-ours.txt" ] && [ -s "$dir/rss-maps-debian.txt" ]; then
@@ -135,11 +163,13 @@ verb_incl() { # OUTFILE VERB
       if (match(line, ":" v "(@@?IBVERBS_[0-9.]+)?$")) { c = $1; gsub(/,/, "", c); if (c + 0 > m) m = c + 0 } }
     END { print m + 0 }' "$1"
 }
-if [ -s "$dir/callgrind.ours.out" ] && [ -s "$dir/callgrind.debian.out" ] &&
-   command -v callgrind_annotate >/dev/null; then
-  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.ours.out" >"$log.io" 2>/dev/null
-  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.debian.out" >"$log.id" 2>/dev/null
-  echo "inclusive instructions per verb (-z now runs; includes librxe and libc below it):"
+# per_verb OURS OTHER TITLE: that table for one pair of runs.
+per_verb() {
+  [ -s "$dir/callgrind.$1.out" ] && [ -s "$dir/callgrind.$2.out" ] &&
+    command -v callgrind_annotate >/dev/null || return 0
+  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.$1.out" >"$log.io" 2>/dev/null
+  callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$dir/callgrind.$2.out" >"$log.id" 2>/dev/null
+  echo "$3"
   for v in ibv_open_device ibv_alloc_pd ibv_reg_mr ibv_create_cq ibv_create_qp ibv_cmd_query_port \
            ibv_query_gid ibv_modify_qp ibv_destroy_qp ibv_destroy_cq ibv_dereg_mr ibv_dealloc_pd \
            ibv_close_device; do
@@ -147,7 +177,9 @@ if [ -s "$dir/callgrind.ours.out" ] && [ -s "$dir/callgrind.debian.out" ] &&
     row "  $v" "$a" "$b" "$(ratio "$a" "$b")"
   done
   rm -f "$log.io" "$log.id"
-fi
+}
+per_verb ours debian "inclusive instructions per verb (-z now runs; includes librxe and libc below it):"
+per_verb ours64 anchor64 "the same, 64 target (openverbs 64 / rdma-core 64):"
 
 status=0
 verdict() { # NAME OK(0/1) TEXT
@@ -158,6 +190,12 @@ if [ -n "$ir_o" ] && [ -n "$ir_d" ]; then
   verdict instructions "$ok" "ours/debian $(ratio "$ir_o" "$ir_d") = $ir_o/$ir_d, program linked -z now (target <= 0.8; lazy program, info: $(ratio "$(val ir_ours-lazy)" "$(val ir_debian-lazy)"))"
 else
   echo "FAIL instructions: not measured (see $dir)"; status=2
+fi
+if [ -n "$ir_o64" ] && [ -n "$ir_a64" ]; then
+  ok=$(awk -v a="$ir_o64" -v b="$ir_a64" 'BEGIN { print (a <= 0.8 * b) ? 1 : 0 }')
+  verdict instructions64 "$ok" "ours64/rdma-core 64 $(ratio "$ir_o64" "$ir_a64") = $ir_o64/$ir_a64, 64 trees' program linked -z now, rdma-core 64's librxe-rdmav64.so (target <= 0.8)"
+elif [ -s "${B:-/nonexistent}/bench/verbs64.env" ] || [ -n "$ir_o64$ir_a64" ]; then
+  echo "FAIL instructions64: not measured (see $dir)"; status=2
 fi
 if [ -n "$ro" ] && [ -n "$rd" ]; then
   ok=$(( ro <= rd ? 1 : 0 ))

@@ -17,6 +17,13 @@
 # callgrind.{ours,debian}-lazy.out) there;
 # run-vm.sh prints the table on the host. A result line is PASS when the
 # measurement itself succeeded; the targets are judged by run-vm.sh.
+#
+# The 64 target: when run-vm.sh found a 64 build tree (BUILD/abi64) and
+# rdma-core 64's release build, it names them in $OV_BUILD_DIR/bench/verbs64.env
+# (B64=..., ANCHOR64=...), and the same cycle is measured once more with the
+# 64 tree's verbs_cycle (built against the 64 headers) and rdma-core 64's own
+# provider librxe-rdmav64.so: with our 64 library (ir_ours64) and with
+# rdma-core 64's (ir_anchor64).
 . "$OV_REPO/tests/vm/lib.sh"
 ov_require_ours "compares the project's library with Debian's"
 
@@ -28,14 +35,21 @@ dev=${RXE_DEV:-rxe0}
 gid=${RXE_GID_INDEX:-}
 printf 'device %s\ngid_index %s\n' "$dev" "$gid" >>"$numbers"
 
-# run_lib WHICH CMD...: CMD with the library WHICH (ours|debian) selected.
+B64="" ANCHOR64=""
+# shellcheck source=/dev/null
+[ -r "$OV_BUILD_DIR/bench/verbs64.env" ] && . "$OV_BUILD_DIR/bench/verbs64.env"
+
+# run_lib WHICH CMD...: CMD with the library WHICH (ours|debian|ours64|anchor64)
+# selected. Our 64 library finds rdma-core 64's providers through
+# OPENVERBS_PROVIDER_DIR; rdma-core 64's has their folder compiled in.
 run_lib() {
   local which=$1; shift
-  if [ "$which" = ours ]; then
-    env -u LD_PRELOAD LD_LIBRARY_PATH="$OV_LIB_DIR" "$@"
-  else
-    env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@"
-  fi
+  case $which in
+    ours) env -u LD_PRELOAD LD_LIBRARY_PATH="$OV_LIB_DIR" "$@" ;;
+    ours64) env -u LD_PRELOAD LD_LIBRARY_PATH="$B64/lib" OPENVERBS_PROVIDER_DIR="$ANCHOR64/usr/lib/libibverbs" "$@" ;;
+    anchor64) env -u LD_PRELOAD LD_LIBRARY_PATH="$ANCHOR64/usr/lib" "$@" ;;
+    *) env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@" ;;
+  esac
 }
 
 # The library that WHICH's out file shows was loaded (ob= lines name objects).
@@ -49,6 +63,7 @@ loaded_ibverbs() {
 callgrind() {
   local which=$1 tag=$1 t0 log out rc ir lib want prog=$bin
   if [ "${2:-}" = lazy ]; then tag=$1-lazy; prog=$bin_lazy; fi
+  case $which in ours64|anchor64) prog=$B64/bench/verbs_cycle ;; esac
   t0=$(ov_now); log=$OV_LOGDIR/callgrind-$tag.log; out=$OV_LOGDIR/callgrind.$tag.out
   rm -f "$out"
   { echo "+ valgrind --tool=callgrind --instr-atstart=no $prog $dev $gid ($which)"
@@ -57,7 +72,12 @@ callgrind() {
   rc=$?
   ir=$(awk '$1 == "totals:" { print $2; exit } $1 == "summary:" { s = $2 } END { if (s != "") print s }' "$out" 2>/dev/null | head -n1)
   lib=$(loaded_ibverbs "$out" 2>/dev/null)
-  if [ "$which" = ours ]; then want=$OV_LIB_DIR/; else want=/usr/lib/x86_64-linux-gnu/; fi
+  case $which in
+    ours) want=$OV_LIB_DIR/ ;;
+    ours64) want=$B64/lib/ ;;
+    anchor64) want=$ANCHOR64/usr/lib/ ;;
+    *) want=/usr/lib/x86_64-linux-gnu/ ;;
+  esac
   if [ "$rc" != 0 ]; then
     ov_check "callgrind-$tag" "$log" "$rc" "" "$t0"
   elif [ -z "$ir" ] || [ "$ir" = 0 ]; then
@@ -110,6 +130,10 @@ callgrind debian
 callgrind ours
 callgrind debian lazy
 callgrind ours lazy
+if [ -n "$B64" ] && [ -x "$B64/bench/verbs_cycle" ] && [ -f "$ANCHOR64/usr/lib/libibverbs/librxe-rdmav64.so" ]; then
+  callgrind anchor64
+  callgrind ours64
+fi
 rss debian
 rss ours
 exit "$ov_failed"
