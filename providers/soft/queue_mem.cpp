@@ -34,13 +34,14 @@ SoftPd *allocator_of(struct ibv_pd *ibpd)
 	return pd->parent && pd->alloc && pd->free ? pd : nullptr;
 }
 
-// MADV_DONTFORK on the whole pages inside [p, p+size).
-static void dontfork_inside(void *p, size_t size)
+// `advice` (MADV_DONTFORK, MADV_DOFORK) on the whole pages inside [p, p+size):
+// only those belong to the buffer alone.
+static void fork_advice_inside(void *p, size_t size, int advice)
 {
 	uintptr_t lo = (uintptr_t(p) + page_size() - 1) & ~uintptr_t(page_size() - 1);
 	uintptr_t hi = (uintptr_t(p) + size) & ~uintptr_t(page_size() - 1);
 	if (hi > lo)
-		sys_madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTFORK);
+		sys_madvise(reinterpret_cast<void *>(lo), hi - lo, advice);
 }
 
 // The NUMA memory policy of the mapping at `addr` (get_mempolicy(2) with
@@ -84,7 +85,7 @@ int queue_buf_alloc(SoftPd *pd, uint32_t code, size_t size, size_t align, QueueB
 				return EINVAL;
 			}
 			memset(p, 0, size);
-			dontfork_inside(p, size);
+			fork_advice_inside(p, size, MADV_DONTFORK);
 			*out = QueueBuf{p, size, type, pd, -1, 0};
 			return 0;
 		}
@@ -184,6 +185,11 @@ void queue_buf_free(QueueBuf *b)
 				strerror(errno));
 		}
 		close(b->memfd);
+	} else {
+		// The pages queue_buf_alloc kept from children are inherited
+		// again before they go back to the application's allocator (heap
+		// pages left MADV_DONTFORK are missing in every later child).
+		fork_advice_inside(b->ptr, b->size, MADV_DOFORK);
 	}
 	b->pd->free(&b->pd->pd, b->pd->pd_context, b->ptr, b->type);
 	*b = QueueBuf{};

@@ -1354,6 +1354,14 @@ TEST_F(Loop, ParentDomainBuffersForkNormallyOnceFreed)
 #endif
 	struct Pool {
 		std::vector<void *> given, returned;
+		std::vector<size_t> given_size;
+		size_t size_of(void *p) const
+		{
+			for (size_t i = 0; i < given.size(); i++)
+				if (given[i] == p)
+					return given_size[i];
+			return 0;
+		}
 	} pool;
 	ibv_parent_domain_init_attr pa = {};
 	pa.pd = pd;
@@ -1364,6 +1372,7 @@ TEST_F(Loop, ParentDomainBuffersForkNormallyOnceFreed)
 		if (posix_memalign(&p, align, size))
 			return nullptr;
 		static_cast<Pool *>(c)->given.push_back(p);
+		static_cast<Pool *>(c)->given_size.push_back(size);
 		return p;
 	};
 	pa.free = [](ibv_pd *, void *c, void *p, uint64_t) { static_cast<Pool *>(c)->returned.push_back(p); };
@@ -1372,21 +1381,31 @@ TEST_F(Loop, ParentDomainBuffersForkNormallyOnceFreed)
 	ibv_qp_init_attr ia = {};
 	ia.send_cq = ia.recv_cq = cqa;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	// Deep enough that the send queue spans whole pages (the ring of the
+	// receive queue does anyway).
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 256;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
 	ibv_qp *qp = ibv_create_qp(par, &ia);
 	ASSERT_NE(qp, nullptr) << strerror(errno);
 	EXPECT_EQ(ibv_destroy_qp(qp), 0);
 	EXPECT_EQ(ibv_dealloc_pd(par), 0);
 	ASSERT_FALSE(pool.returned.empty()); // the allocator served the QP's queues
-	for (void *p : pool.returned)
-		memset(p, 'R', 64);
+	// Every byte of every returned buffer, not only its first page.
+	std::vector<size_t> sizes;
+	for (void *p : pool.returned) {
+		size_t n = pool.size_of(p);
+		memset(p, 'R', n);
+		sizes.push_back(n);
+	}
 	pid_t c = fork();
 	if (c == 0) {
 		bool ok = true;
-		for (void *p : pool.returned) {
-			ok = ok && static_cast<char *>(p)[0] == 'R';
-			static_cast<char *>(p)[1] = 'c';
+		for (size_t i = 0; i < pool.returned.size(); i++) {
+			auto *b = static_cast<char *>(pool.returned[i]);
+			for (size_t j = 0; j < sizes[i]; j += 512) {
+				ok = ok && b[j] == 'R';
+				b[j] = 'c';
+			}
 		}
 		_exit(ok ? 0 : 1);
 	}
