@@ -53,6 +53,14 @@ ip -n $nsa addr add fd00:231::1/64 dev $va nodad 2>/dev/null
 ip -n $nsb addr add fd00:231::2/64 dev $vb nodad 2>/dev/null
 for n in $nsa $nsb; do ip -n $n link set lo up; done
 ip -n $nsa link set $va up && ip -n $nsb link set $vb up || exit 1
+# The operational state follows a moment later (the kernel's link watch):
+# a device opened before that reports its port down (IFF_RUNNING unset).
+i=0
+until ip -n $nsa link show $va | grep -q 'state UP' && ip -n $nsb link show $vb | grep -q 'state UP'; do
+  i=$((i + 1))
+  [ $i -le 200 ] || { echo "FAIL: the veth pair is not up after 10 s"; exit 1; }
+  sleep 0.05
+done
 
 port=18515
 args=""

@@ -30,6 +30,11 @@ t0=$(ov_now)
   ov_result FAIL setup "$t0" "(veth pair or rxe1: $(ov_tail "$setup_log"))"
   exit 1
 }
+# Our device reports its port down until the link's operational state is up.
+for _ in {1..100}; do
+  ip -n $ns link show ovr1 | grep -q 'state UP' && break
+  ov_sleep 0.1
+done
 # rxe1's IPv4-mapped RoCE v2 GID.
 ip_hex=$(printf '%02x%02x:%02x%02x' ${kip//./ })
 sysd=/sys/class/infiniband/rxe1/ports/1
