@@ -106,6 +106,16 @@ static void eui64(const uint8_t mac[6], uint8_t *out)
 	out[7] = mac[5];
 }
 
+// The interface is up and running (IFF_UP, IFF_RUNNING: carrier, and the
+// operational state the kernel's link watch sets).
+static bool link_up(int s, const char *ifname)
+{
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	return ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP) &&
+	       (ifr.ifr_flags & IFF_RUNNING);
+}
+
 // Interface facts: MTU, MAC (and the EUI-64 node GUID), up and running.
 static int read_interface(RoceCtx *rc)
 {
@@ -119,9 +129,7 @@ static int read_interface(RoceCtx *rc)
 	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
 	if (ioctl(s, SIOCGIFHWADDR, &ifr) == 0)
 		memcpy(rc->mac, ifr.ifr_hwaddr.sa_data, 6);
-	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
-	rc->up = ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP) &&
-		 (ifr.ifr_flags & IFF_RUNNING);
+	rc->up = link_up(s, rc->ifname);
 	close(s);
 	rc->active_mtu = ib_mtu_for(rc->if_mtu);
 	uint8_t e[8];
@@ -401,8 +409,14 @@ static int roce_query_port(struct ibv_context *context, uint8_t port, struct ibv
 	if (port != 1 || !attr)
 		return EINVAL;
 	RoceCtx *rc = to_sctx(context)->roce;
+	// The port's state follows the interface's, read at each query (an
+	// interface brought up after the device was opened makes it active).
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool up = s >= 0 ? link_up(s, rc->ifname) : rc->up;
+	if (s >= 0)
+		close(s);
 	memset(attr, 0, sizeof(*attr));
-	attr->state = rc->up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	attr->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	attr->max_mtu = IBV_MTU_4096;
 	attr->active_mtu = rc->active_mtu;
 	attr->gid_tbl_len = kRoceMaxGids;
@@ -413,7 +427,7 @@ static int roce_query_port(struct ibv_context *context, uint8_t port, struct ibv
 	attr->subnet_timeout = 0;
 	attr->active_width = 1;  // 1X
 	attr->active_speed = 32; // EDR-like: the interface's speed is not known
-	attr->phys_state = rc->up ? 5 : 3; // LinkUp / Disabled
+	attr->phys_state = up ? 5 : 3; // LinkUp / Disabled
 	attr->link_layer = IBV_LINK_LAYER_ETHERNET;
 	return 0;
 }
