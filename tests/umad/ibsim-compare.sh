@@ -2,7 +2,7 @@
 # ibsim-compare.sh OUR_LIB_DIR WORKDIR [TEST]
 #
 # Runs Debian's unmodified InfiniBand tools on a simulated fabric (ibsim +
-# libumad2sim, see ../shared/notes/ibsim.md) twice: with Debian's libibumad
+# libumad2sim from Debian's ibsim-utils; README.md, umad) twice: with Debian's libibumad
 # and with ours (OUR_LIB_DIR first on LD_LIBRARY_PATH, for the tools, opensm
 # and libumad2sim alike), and requires byte-identical output once pids and
 # ibnetdiscover's time stamp are masked.
