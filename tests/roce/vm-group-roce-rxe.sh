@@ -17,7 +17,7 @@ ns=ovroce
 kip=10.78.0.1 oip=10.78.0.2
 setup_log=$OV_LOGDIR/setup.log
 t0=$(ov_now)
-{
+(
   set -x
   ip netns add $ns &&
     ip link add ovr0 type veth peer name ovr1 &&
@@ -26,7 +26,7 @@ t0=$(ov_now)
     ip -n $ns addr add $oip/24 dev ovr1 &&
     ip link set ovr0 up && ip -n $ns link set ovr1 up && ip -n $ns link set lo up &&
     rdma link add rxe1 type rxe netdev ovr0
-} >"$setup_log" 2>&1 || {
+) >"$setup_log" 2>&1 || {
   ov_result FAIL setup "$t0" "(veth pair or rxe1: $(ov_tail "$setup_log"))"
   exit 1
 }
@@ -96,5 +96,33 @@ if { tc qdisc add dev ovr0 root $netem && ip netns exec $ns tc qdisc add dev ovr
   both ud_check-netem "$rcc" -g -u -n 500 -s 1024
 else
   ov_result FAIL netem "$t0" "(tc qdisc add ... netem: $(ov_tail "$setup_log"))"
+fi
+# Ours against ours under the same netem (the kernel's faults instead of the
+# device's own fault-injection point): sroce0 in two more namespaces joined
+# by a second veth pair.
+t0=$(ov_now)
+if (
+  set -x
+  ip netns add ovroce_a && ip netns add ovroce_b &&
+    ip link add ovs0 type veth peer name ovs1 &&
+    ip link set ovs0 netns ovroce_a && ip link set ovs1 netns ovroce_b &&
+    ip -n ovroce_a addr add 10.79.0.1/24 dev ovs0 && ip -n ovroce_b addr add 10.79.0.2/24 dev ovs1 &&
+    ip -n ovroce_a link set ovs0 up && ip -n ovroce_b link set ovs1 up &&
+    ip netns exec ovroce_a tc qdisc add dev ovs0 root $netem &&
+    ip netns exec ovroce_b tc qdisc add dev ovs1 root $netem
+) >>"$setup_log" 2>&1; then
+  for _ in {1..100}; do
+    ip -n ovroce_a link show ovs0 | grep -q 'state UP' && ip -n ovroce_b link show ovs1 | grep -q 'state UP' && break
+    ov_sleep 0.1
+  done
+  ov_result PASS netem-ours-ours "$t0"
+  a="ip netns exec ovroce_a env RDMAV_SOFT_ROCE=ovs0 VERBS_LOG_LEVEL=3"
+  b="ip netns exec ovroce_b env RDMAV_SOFT_ROCE=ovs1 VERBS_LOG_LEVEL=3"
+  ov_pair rc_check-netem-ours-ours tcp:18515 "$a $rcc -d sroce0 -g 1 -n 20 -s 65536" \
+    "$b $rcc -d sroce0 -g 1 -n 20 -s 65536 10.79.0.1"
+  ov_pair ud_check-netem-ours-ours tcp:18515 "$a $rcc -d sroce0 -g 1 -u -n 500 -s 1024" \
+    "$b $rcc -d sroce0 -g 1 -u -n 500 -s 1024 10.79.0.1"
+else
+  ov_result FAIL netem-ours-ours "$t0" "(second veth pair or netem: $(ov_tail "$setup_log"))"
 fi
 exit "$ov_failed"
