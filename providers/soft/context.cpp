@@ -284,6 +284,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 #if _OPENVERBS_ABI >= 56
 	a.device_cap_flags_ex |= kDeviceFlushGlobal;
 #endif
+	a.device_cap_flags_ex |= kDeviceAtomicWrite;
 	a.phys_port_cnt_ex = 1;
 	odp_caps(a);
 	a.max_dm_size = kMaxDmSize;

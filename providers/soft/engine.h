@@ -177,6 +177,8 @@ static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
 		return IBV_WC_FETCH_ADD;
 	case IBV_WR_BIND_MW:
 		return IBV_WC_BIND_MW;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
 	case IBV_WR_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
 #if _OPENVERBS_ABI >= 56

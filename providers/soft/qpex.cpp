@@ -216,9 +216,23 @@ static void wr_send_tso(struct ibv_qp_ex *x, void *, uint16_t, uint16_t)
 	from_ex(x)->staged_err = EOPNOTSUPP;
 }
 
-static void wr_atomic_write(struct ibv_qp_ex *x, uint32_t, uint64_t, const void *)
+// ibv_wr_atomic_write(3) (IBA 1.5 ATOMIC WRITE): RC and XRC only
+// (type_ok); the 8 bytes at atomic_wr are copied now and written at
+// remote_addr (8-byte aligned, a region with remote write) as one atomic
+// store. A null atomic_wr makes wr_complete fail with EINVAL. Executed by
+// exec_wr (engine.cpp).
+static void wr_atomic_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t remote_addr,
+			    const void *atomic_wr)
 {
-	from_ex(x)->staged_err = EOPNOTSUPP;
+	if (!atomic_wr) {
+		from_ex(x)->staged_err = EINVAL;
+		return;
+	}
+	if (SoftWr *w = op(x, IBV_WR_ATOMIC_WRITE)) {
+		w->rkey = rkey;
+		w->remote_addr = remote_addr;
+		memcpy(&w->swap, atomic_wr, 8);
+	}
 }
 
 static void set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)

@@ -462,6 +462,37 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		complete_send(qp, w, IBV_WC_SUCCESS, 8);
 		return EX_DONE;
 	}
+	case IBV_WR_ATOMIC_WRITE: {
+		// IBA 1.5 ATOMIC WRITE: 8 bytes at an 8-byte aligned address of a
+		// region with remote write, stored at once (a peer's concurrent
+		// 8-byte read sees the old or the new value, whole).
+		if (!rc)
+			return fail(IBV_WC_LOC_QP_OP_ERR);
+		if (w.remote_addr & 7)
+			return fail(IBV_WC_REM_INV_REQ_ERR);
+		uint64_t va = 0;
+		uint8_t *direct = nullptr;
+		if (!check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_WRITE, &va,
+				&direct, &qp->peer))
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		int e = 0;
+		if (direct) {
+			__atomic_store_n(reinterpret_cast<uint64_t *>(direct), w.swap, __ATOMIC_SEQ_CST);
+		} else {
+			// One aligned 8-byte copy by the kernel, ordered with the
+			// device's other atomics.
+			struct iovec lv = {&w.swap, 8}, rv = {reinterpret_cast<void *>(va), 8};
+			shm_lock(&rseg->hdr->atomic_lock);
+			e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, true);
+			shm_unlock(&rseg->hdr->atomic_lock);
+		}
+		if (e == ESRCH)
+			return gone();
+		if (e)
+			return fail(IBV_WC_REM_ACCESS_ERR);
+		complete_send(qp, w, IBV_WC_SUCCESS, 0);
+		return EX_DONE;
+	}
 #if _OPENVERBS_ABI >= 56
 	case IBV_WR_FLUSH: {
 		if (!rc)

@@ -48,6 +48,12 @@ inline constexpr uint32_t kVendorId = 0x4f5653;
 inline constexpr uint64_t kDeviceFlushGlobal = 1ull << 38;
 #endif
 
+// ibv_device_attr_ex.device_cap_flags_ex bit of a device that executes
+// ATOMIC WRITE (ibv_wr_atomic_write(3)): IB_UVERBS_DEVICE_ATOMIC_WRITE of
+// enum ib_uverbs_device_cap_flags (<rdma/ib_user_verbs.h>, Linux 6.2; older
+// uapi headers lack it).
+inline constexpr uint64_t kDeviceAtomicWrite = 1ull << 40;
+
 // IB "RNR NAK timer" field values, in units of 10 microseconds (value 0
 // means 655.36 ms). Source: InfiniBand Architecture Specification, table of
 // RNR timer encodings (also ibv_modify_qp(3), min_rnr_timer).
