@@ -65,6 +65,7 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	fill(cc->wc);
 	cc->solicited = solicited;
 	cc->purged = 0; // the cell may hold a purged completion of its last turn
+	cc->ts = __atomic_load_n(&c.stamp, __ATOMIC_RELAXED) ? device_clock() : 0;
 	ring_publish(r, cell, pos);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
 	if (a && (a == 1 || solicited || st != IBV_WC_SUCCESS))

@@ -288,6 +288,8 @@ static int soft_query_device_ex(struct ibv_context *context,
 	a.phys_port_cnt_ex = 1;
 	odp_caps(a);
 	a.max_dm_size = kMaxDmSize;
+	a.completion_timestamp_mask = ~uint64_t(0);
+	a.hca_core_clock = kDeviceClockKhz;
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
 	memcpy(attr, &a, n);
 	return 0;
@@ -490,6 +492,7 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_srq_recv = soft_post_srq_recv;
 	o.query_device_ex = soft_query_device_ex;
 	o.advise_mr = soft_advise_mr;
+	o.query_rt_values = soft_query_rt_values;
 	o.alloc_dm = soft_alloc_dm;
 	o.free_dm = soft_free_dm;
 	o.import_dm = soft_import_dm;

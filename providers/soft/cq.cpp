@@ -76,6 +76,7 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	e.channel_ino = chan_ino;
 	e.async_fd = ctx->vctx.context.async_fd;
 	e.async_ino = ctx->async_ino;
+	__atomic_store_n(&e.stamp, 0u, __ATOMIC_RELAXED);
 	e.slot.store(SLOT_LIVE, std::memory_order_release);
 	shm_unlock(&seg->hdr->lock);
 	cq->slot = slot;
@@ -109,7 +110,8 @@ struct ibv_cq *soft_create_cq(struct ibv_context *context, int cqe,
 static const uint64_t kSupportedWcFlags =
 	IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 	IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-	IBV_WC_EX_WITH_DLID_PATH_BITS;
+	IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+	IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 				    struct ibv_cq_init_attr_ex *attr)
@@ -160,6 +162,7 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 	}
 	cq->wc_flags = attr->wc_flags;
 	cq_ex_setup(cq);
+	cq_ex_timestamps(cq); // clock.cpp
 	return &cq->vcq.cq_ex;
 }
 
@@ -350,6 +353,8 @@ static int ex_load(SoftCq *cq)
 {
 	if (cq->td_mode && lane_poll(&cq->lane, 1, &cq->cur.wc)) {
 		cq->cur.solicited = 0;
+		// Lane cells carry no time: stamped when polled (clock.cpp).
+		cq->cur.ts = cq->stamp ? device_clock() : 0;
 		cq->vcq.cq_ex.status = cq->cur.wc.status;
 		cq->vcq.cq_ex.wr_id = cq->cur.wc.wr_id;
 		return 0;

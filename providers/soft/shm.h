@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 10;
+inline constexpr uint32_t kLayoutVersion = 11;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -124,6 +124,9 @@ struct CqEntry {
 	uint32_t channel_ino;
 	int32_t async_fd;
 	uint32_t async_ino;
+	// 1 when the owner asked for completion timestamps (create_cq_ex with
+	// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP*): pushers stamp CqeCell::ts.
+	uint32_t stamp;
 };
 
 struct SrqEntry {
@@ -270,6 +273,9 @@ struct CqeCell {
 	// completion it removed from the ring in place (a QP of the CQ went
 	// to RESET: cq_purge_qp in qp.cpp); polls skip such cells.
 	uint32_t purged;
+	// The device clock (clock.cpp) when the completion was written, on CQs
+	// whose CqEntry::stamp is set; 0 otherwise.
+	uint64_t ts;
 };
 
 struct Segment {

@@ -196,6 +196,7 @@ struct SoftCq {
 	bool ex;             // created with create_cq_ex
 	struct SoftPd *pd;   // parent domain given at creation (counted), or null
 	uint64_t wc_flags;
+	bool stamp;          // completion timestamps asked for (clock.cpp)
 	CqeCell cur;         // the completion start_poll/next_poll returned
 };
 
@@ -490,6 +491,16 @@ void odp_caps(struct ibv_device_attr_ex &a);
 bool odp_implicit(const void *addr, size_t length, int access);
 int soft_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
 		   struct ibv_sge *sg_list, uint32_t num_sge);
+
+// clock.cpp: the device clock (completion timestamps,
+// ibv_query_rt_values_ex(3)): CLOCK_MONOTONIC in nanoseconds, so
+// hca_core_clock is 1 GHz.
+inline constexpr uint64_t kDeviceClockKhz = 1000000;
+uint64_t device_clock();
+int soft_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values);
+// Completion timestamps of an extended CQ with wc_flags set: the entry's
+// stamp flag and the read_completion_ts / _wallclock_ns accessors.
+void cq_ex_timestamps(SoftCq *cq);
 
 // dm.cpp: device memory (ibv_alloc_dm(3)).
 inline constexpr uint64_t kMaxDmSize = 1ull << 20; // per process
