@@ -101,6 +101,15 @@ static void xrc_recv_watch(SoftContext *ctx, SoftQp *qp)
 		     uint64_t(uintptr_t(&qp->vqp.qp)), IBV_EVENT_QP_FATAL);
 }
 
+// A QP that another process (or the context's own data path, after a
+// failed request) moved to the error state is flushed here. A peer process
+// that is gone is no error of this QP by itself: as an HCA's RC QP stays in
+// its state when its idle peer disappears, the requests that need the peer
+// end with IBV_WC_RETRY_EXC_ERR after the QP's timeout and retry count
+// (exec_wr: a responder that is gone never acknowledges), and receives
+// stay posted. Flushing them at once turned a peer's normal exit into
+// an error: ibv_rc_pingpong's client polled its last receive together with
+// a flushed one after its server had exited.
 static void watchdog(SoftContext *ctx)
 {
 	Segment *seg = ctx->seg;
@@ -112,62 +121,12 @@ static void watchdog(SoftContext *ctx)
 		if (qp->opened || !qp->sq)
 			continue;
 		QpEntry &e = seg->hdr->qps[qp->slot];
-		uint32_t st = e.state.load();
-		if (st == IBV_QPS_ERR && !qp->flushed) {
+		if (e.state.load() == IBV_QPS_ERR && !qp->flushed) {
 			qp_sq_lock(qp);
 			// Looked at again under the guard: meanwhile the application
 			// may have reset the QP (and brought it up again).
 			if (!qp->flushed && e.state.load() == IBV_QPS_ERR)
 				qp_to_error(qp, e.remote_error.load() != 0);
-			qp_sq_unlock(qp);
-			continue;
-		}
-		// The peer's identity is written by modify_qp under the send-queue
-		// guard: read it there, as one consistent pair.
-		qp_sq_lock(qp);
-		int32_t rpid = qp->remote_pid;
-		uint64_t rstart = qp->remote_start;
-		qp_sq_unlock(qp);
-		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && rpid > 0 && rpid != self_pid() &&
-		    qp->type == IBV_QPT_XRC_SEND && !process_alive(rpid, rstart)) {
-			// An XRC receive QP outlives its creator while other processes
-			// hold it: reclaim the dead process, then follow the QP's
-			// current owner.
-			Segment *rs = responder_segment(qp, qp->attr.ah_attr);
-			if (!rs)
-				rs = seg;
-			segment_reap(rs);
-			uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
-			if (qp->attr.dest_qp_num >= kQpnBase && ds < kMaxQps) {
-				QpEntry &d = rs->hdr->qps[ds];
-				int32_t pid = d.owner_pid;
-				if (d.slot.load() == SLOT_LIVE && d.qp_type == IBV_QPT_XRC_RECV &&
-				    pid > 0 && pid != rpid) {
-					uint64_t start = process_start_time(pid);
-					if (process_alive(pid, start)) {
-						qp_sq_lock(qp);
-						if (qp->remote_pid == rpid) {
-							qp->remote_pid = pid;
-							qp->remote_start = start;
-						}
-						qp_sq_unlock(qp);
-						continue;
-					}
-				}
-			}
-		}
-		if ((st == IBV_QPS_RTR || st == IBV_QPS_RTS) && rpid > 0 && rpid != self_pid() &&
-		    qp->type != IBV_QPT_UD && !process_alive(rpid, rstart)) {
-			qp_sq_lock(qp);
-			// Only if the application has not meanwhile connected the QP
-			// to another peer (or reset it).
-			uint32_t now_st = e.state.load();
-			if (qp->remote_pid == rpid && qp->remote_start == rstart &&
-			    (now_st == IBV_QPS_RTR || now_st == IBV_QPS_RTS)) {
-				softlog(3, "soft%d: QP 0x%x: peer process %d is gone", ctx->index,
-					qp->qpn, rpid);
-				qp_to_error(qp, true);
-			}
 			qp_sq_unlock(qp);
 		}
 	}

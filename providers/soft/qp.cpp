@@ -315,6 +315,10 @@ struct ibv_qp *soft_open_qp(struct ibv_context *context, struct ibv_qp_open_attr
 		return nullptr;
 	}
 	qp->sq_guard = &qp->sq_busy;
+	// Processes that died are reclaimed first, as the kernel drops a
+	// process's handles when it exits: a QP whose last holders are dead is
+	// gone, and opening (or registering with) it fails.
+	segment_reap(seg);
 	shm_lock(&seg->hdr->lock);
 	QpEntry &e = seg->hdr->qps[s];
 	if (e.slot.load() != SLOT_LIVE || e.qp_type != IBV_QPT_XRC_RECV || e.xrcd != x->slot + 1) {
@@ -686,29 +690,6 @@ int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 
 	if (next == cur && next != IBV_QPS_ERR && next != IBV_QPS_RESET)
 		return 0;
-	// The responder's process (RTR of a connected QP): set below under the
-	// send-queue guard, where the watchdog reads it.
-	bool set_peer = false;
-	int32_t peer_pid = 0;
-	uint64_t peer_start = 0;
-	if (next == IBV_QPS_RTR && qp->type != IBV_QPT_UD) {
-		uint32_t ds = s.dest_qp_num - kQpnBase;
-		set_peer = true;
-		Segment *rs = responder_segment(qp, s.ah_attr);
-		if (rs && s.dest_qp_num >= kQpnBase && ds < kMaxQps &&
-		    rs->hdr->qps[ds].slot.load() == SLOT_LIVE) {
-			peer_pid = rs->hdr->qps[ds].owner_pid;
-			// The start time the owner recorded in its process slot
-			// when it attached (no /proc read per connection); read
-			// from /proc only if the slot no longer names that pid.
-			uint32_t o = rs->hdr->qps[ds].owner;
-			const ProcEntry *pe = o < kMaxProcs ? &rs->hdr->procs[o] : nullptr;
-			peer_start = pe && pe->in_use.load() && pe->pid == peer_pid ? pe->start_time
-										    : 0;
-			if (!peer_start)
-				peer_start = process_start_time(peer_pid);
-		}
-	}
 	if (next == IBV_QPS_ERR) {
 		qp_sq_lock(qp);
 		if (qp->opened || !qp->sq) {
@@ -731,18 +712,11 @@ int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		}
 		e.remote_error.store(0);
 		qp->flushed = false;
-		qp->remote_pid = 0;
 		if (qp->lane)
 			lane_purge(qp->lane, qp->qpn);
 	} else {
 		qp_sq_lock(qp);
 		e.state.store(next, std::memory_order_release);
-	}
-	// Still under the send-queue guard: the watchdog's qp_to_error writes
-	// the same fields under it.
-	if (set_peer) {
-		qp->remote_pid = peer_pid;
-		qp->remote_start = peer_start;
 	}
 	s.qp_state = next;
 	s.cur_qp_state = next;

@@ -303,8 +303,6 @@ struct SoftQp {
 	uint32_t sq_head, sq_count;
 	// Attributes (query_qp reports them back).
 	struct ibv_qp_attr attr;
-	int32_t remote_pid;
-	uint64_t remote_start;
 	uint64_t alive_checked_ns; // last time the responder's process was seen alive
 	uint64_t alive_tsc;        // time-stamp counter at the last liveness look (responder)
 	// The responder's device segment for attr.ah_attr (exec_wr's cache,

@@ -588,11 +588,6 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	if (!e) {
 		if (mask & IBV_QP_AV)
 			qp->attr.ah_attr = attr->ah_attr;
-		// The peer is on the wire, never a local process (written under the
-		// send-queue guard, where the watchdog reads it).
-		qp_sq_lock(qp);
-		qp->remote_pid = 0;
-		qp_sq_unlock(qp);
 		if (mask & IBV_QP_STATE)
 			roce_qp_transition(qp, cur, attr->qp_state);
 	}
