@@ -67,6 +67,13 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	cc->purged = 0; // the cell may hold a purged completion of its last turn
 	cc->ts = __atomic_load_n(&c.stamp, __ATOMIC_RELAXED) ? device_clock() : 0;
 	ring_publish(r, cell, pos);
+	if (c.channel_fd < 0)
+		return 0; // no completion channel: no event to send
+	// Publish, then read the arm; the application arms, then polls
+	// (soft_req_notify_cq). A full fence on both sides, or both reads can
+	// see the old values (a load may pass an earlier store): the completion
+	// would sit in the CQ with no event sent.
+	std::atomic_thread_fence(std::memory_order_seq_cst);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
 	if (a && (a == 1 || solicited || st != IBV_WC_SUCCESS))
 		cq_event(seg, c, a);
@@ -115,6 +122,9 @@ void lane_push(SoftQp *qp, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_op
 	wc.byte_len = len;
 	wc.qp_num = qp->qpn;
 	l->tail.store(t + 1, std::memory_order_release);
+	// No fence between the two (unlike cq_push_fill): the lane's pusher is
+	// the thread that also arms and polls the CQ (the thread domain's uses
+	// are serialised by the application).
 	CqEntry &c = *cq->entry;
 	uint32_t a = c.armed.load(std::memory_order_acquire);
 	if (__builtin_expect(a != 0, 0) && (a == 1 || st != IBV_WC_SUCCESS))

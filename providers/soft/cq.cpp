@@ -231,7 +231,9 @@ int soft_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	SoftCq *cq = to_scq(ibcq);
 	Segment *seg = to_sctx(ibcq->context)->seg;
-	seg->hdr->cqs[cq->slot].armed.store(solicited_only ? 2 : 1, std::memory_order_release);
+	// Sequentially consistent: a full fence before the application polls
+	// (the other half of cq_push_fill's).
+	seg->hdr->cqs[cq->slot].armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
 	return 0;
 }
 
