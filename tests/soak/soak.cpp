@@ -850,8 +850,13 @@ struct Client {
 			if (!ctl_send(fd, m))
 				peer_gone();
 		}
-		if (!ctl_recv(fd, r) || r.kind != VERDICT)
+		if (!ctl_recv(fd, r) || r.kind != VERDICT) {
+			// The supervisor may kill the server up to 0.2 s after the
+			// session's end: after our last round, before its verdict.
+			if (peer_dead())
+				peer_gone();
 			die("no verdict from the server");
+		}
 		teardown(fds0, rss0);
 		printf("soak: client %d sent %llu, %llu write/read, %llu rereg, %llu MW, %llu CQ "
 		       "resizes, %llu recreated\n",
