@@ -1432,17 +1432,12 @@ TEST_F(Loop, ArmThenPollNeverMissesAConcurrentCompletion)
 {
 	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	ASSERT_NE(ch, nullptr);
-	ibv_cq *cq = ibv_create_cq(ctx, 64, nullptr, ch, 0);
-	ASSERT_NE(cq, nullptr);
-	a = make_qp(IBV_QPT_RC, cqa);
-	b = make_qp(IBV_QPT_RC, cq);
-	ASSERT_TRUE(a && b);
-	ASSERT_EQ(to_init(a, kAllAccess), 0);
-	ASSERT_EQ(to_init(b, kAllAccess), 0);
-	ASSERT_EQ(to_rtr(a, b->qp_num), 0);
-	ASSERT_EQ(to_rtr(b, a->qp_num), 0);
-	ASSERT_EQ(to_rts(a), 0);
-	ASSERT_EQ(to_rts(b), 0);
+	// b's CQ gets a completion channel.
+	ASSERT_EQ(ibv_destroy_cq(cqb), 0);
+	cqb = ibv_create_cq(ctx, 64, nullptr, ch, 0);
+	ASSERT_NE(cqb, nullptr);
+	ibv_cq *cq = cqb;
+	ASSERT_TRUE(connect());
 	for (int i = 0; i < 16; i++)
 		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 1), 0);
 	const int rounds = 20000;
@@ -1496,7 +1491,8 @@ TEST_F(Loop, ArmThenPollNeverMissesAConcurrentCompletion)
 			   << (lost > 0 ? lost : -lost) << ")";
 	ibv_destroy_qp(b);
 	b = nullptr;
-	ibv_destroy_cq(cq);
+	ibv_destroy_cq(cqb);
+	cqb = nullptr;
 	ibv_destroy_comp_channel(ch);
 }
 
@@ -1519,6 +1515,18 @@ TEST_F(Loop, ForkKeepsRegisteredMemoryPrivate)
 }
 
 // ------------------------------------------------------------------ processes
+
+// One signaled SEND of len bytes at buf (wr_id 0); ibv_post_send's result.
+int send_one(ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey)
+{
+	ibv_sge s = {uintptr_t(buf), len, lkey};
+	ibv_send_wr wr = {}, *bad;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return ibv_post_send(qp, &wr, &bad);
+}
 
 // Peer protocol over a pipe pair: the peer prints "qpn rkey addr" after
 // creating an RC QP, a CQ and a 4 KiB region filled with 'p'; it reads the
@@ -1566,14 +1574,8 @@ int peer_main(const char *mode)
 	if (scanf("%15s", word) != 1)
 		return 6;
 	if (!strcmp(mode, "send-exit")) {
-		ibv_sge ss = {uintptr_t(buf), 8, mr->lkey};
-		ibv_send_wr sw = {}, *sbad;
-		sw.opcode = IBV_WR_SEND;
-		sw.sg_list = &ss;
-		sw.num_sge = 1;
-		sw.send_flags = IBV_SEND_SIGNALED;
 		ibv_wc wc;
-		if (ibv_post_send(qp, &sw, &sbad) || !poll_one(cq, &wc) ||
+		if (send_one(qp, buf, 8, mr->lkey) || !poll_one(cq, &wc) ||
 		    wc.status != IBV_WC_SUCCESS)
 			return 7;
 	} else {
@@ -1686,34 +1688,40 @@ enum ibv_qp_state qp_state(ibv_qp *qp)
 // count (timeout 10, retry_cnt 7 here: about 30 ms), which moves the QP to
 // the error state and flushes the rest. No QP fatal event: the error is
 // reported by that completion.
-void expect_peer_gone_like_an_hca(ibv_qp *a, ibv_cq *cq, ibv_mr *mr, char *buf,
-				  uint64_t idle_recv)
+void expect_peer_gone_like_an_hca(Loop &l, uint64_t idle_recv)
 {
 	ibv_wc wc[4];
-	EXPECT_EQ(ibv_poll_cq(cq, 4, wc), 0)
+	EXPECT_EQ(ibv_poll_cq(l.cqa, 4, wc), 0)
 		<< "a completion came: " << ibv_wc_status_str(wc[0].status);
-	EXPECT_EQ(qp_state(a), IBV_QPS_RTS);
-	EXPECT_FALSE(async_event_pending(a->context));
-	ibv_sge s = {uintptr_t(buf), 4, mr->lkey};
-	ibv_send_wr wr = {}, *bad;
-	wr.wr_id = 99;
-	wr.opcode = IBV_WR_SEND;
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
-	ASSERT_TRUE(poll_one(cq, &wc[0]));
+	EXPECT_EQ(qp_state(l.a), IBV_QPS_RTS);
+	EXPECT_FALSE(async_event_pending(l.ctx));
+	char *buf = l.bufa.data() + 256;
+	ASSERT_EQ(l.post(l.a, IBV_WR_SEND, buf, 4, l.mra->lkey), 0); // wr_id 99
+	ASSERT_TRUE(poll_one(l.cqa, &wc[0]));
 	EXPECT_EQ(wc[0].wr_id, 99u);
 	EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc[0].status);
-	ASSERT_TRUE(poll_one(cq, &wc[0]));
+	ASSERT_TRUE(poll_one(l.cqa, &wc[0]));
 	EXPECT_EQ(wc[0].wr_id, idle_recv);
 	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc[0].status);
-	EXPECT_EQ(qp_state(a), IBV_QPS_ERR);
-	EXPECT_FALSE(async_event_pending(a->context));
+	EXPECT_EQ(qp_state(l.a), IBV_QPS_ERR);
+	EXPECT_FALSE(async_event_pending(l.ctx));
 	// Sending now: flushed at once.
-	ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
-	ASSERT_TRUE(poll_one(cq, &wc[0]));
+	ASSERT_EQ(l.post(l.a, IBV_WR_SEND, buf, 4, l.mra->lkey), 0);
+	ASSERT_TRUE(poll_one(l.cqa, &wc[0]));
 	EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc[0].status);
+}
+
+// l.a: a new RC QP of l.cqa, connected to peer p's QP.
+::testing::AssertionResult connect_to_peer(Loop &l, Peer &p)
+{
+	l.a = l.make_qp(IBV_QPT_RC, l.cqa);
+	if (!l.a)
+		return ::testing::AssertionFailure() << "ibv_create_qp: " << strerror(errno);
+	if (!p.connect_to(l.a->qp_num))
+		return ::testing::AssertionFailure() << "the peer did not connect";
+	if (to_init(l.a, kAllAccess) || to_rtr(l.a, p.qpn) || to_rts(l.a))
+		return ::testing::AssertionFailure() << "cannot bring the QP up";
+	return ::testing::AssertionSuccess();
 }
 
 // ibv_rc_pingpong's last exchange (soft.ibv_rc_pingpong_s1048576 failed so
@@ -1726,12 +1734,7 @@ TEST_F(Loop, PeerExitLeavesLastReceiveAloneAndIdleReceivesPosted)
 {
 	Peer p;
 	ASSERT_TRUE(p.start("send-exit"));
-	a = make_qp(IBV_QPT_RC, cqa);
-	ASSERT_NE(a, nullptr);
-	ASSERT_TRUE(p.connect_to(a->qp_num));
-	ASSERT_EQ(to_init(a, kAllAccess), 0);
-	ASSERT_EQ(to_rtr(a, p.qpn), 0);
-	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_TRUE(connect_to_peer(*this, p));
 	ASSERT_EQ(post_recv(a, mra, bufa.data(), 64, 1), 0);
 	ASSERT_EQ(post_recv(a, mra, bufa.data() + 64, 64, 2), 0);
 	fprintf(p.in, "go\n");
@@ -1745,24 +1748,19 @@ TEST_F(Loop, PeerExitLeavesLastReceiveAloneAndIdleReceivesPosted)
 	EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc[0].status);
 	EXPECT_EQ(wc[0].byte_len, 8u);
 	EXPECT_EQ(std::string(bufa.data(), 8), std::string(8, 'p'));
-	expect_peer_gone_like_an_hca(a, cqa, mra, bufa.data() + 256, 2);
+	expect_peer_gone_like_an_hca(*this, 2);
 }
 
 TEST_F(Loop, KilledPeerFailsOnlyRequestsThatNeedIt)
 {
 	Peer p;
 	ASSERT_TRUE(p.start("idle"));
-	a = make_qp(IBV_QPT_RC, cqa);
-	ASSERT_NE(a, nullptr);
-	ASSERT_TRUE(p.connect_to(a->qp_num));
-	ASSERT_EQ(to_init(a, kAllAccess), 0);
-	ASSERT_EQ(to_rtr(a, p.qpn), 0);
-	ASSERT_EQ(to_rts(a), 0);
+	ASSERT_TRUE(connect_to_peer(*this, p));
 	ASSERT_EQ(post_recv(a, mra, bufa.data(), 64, 555), 0);
 	kill(p.pid, SIGKILL);
 	p.finish();
 	usleep(300000); // many periods of the watchdog
-	expect_peer_gone_like_an_hca(a, cqa, mra, bufa.data() + 256, 555);
+	expect_peer_gone_like_an_hca(*this, 555);
 }
 
 TEST(SoftProcesses, KilledPeerSendGetsRetryExceeded)
@@ -1789,13 +1787,7 @@ TEST(SoftProcesses, KilledPeerSendGetsRetryExceeded)
 	ASSERT_EQ(to_rts(qp), 0);
 	kill(p.pid, SIGKILL);
 	p.finish();
-	ibv_sge s = {uintptr_t(buf), 8, mr->lkey};
-	ibv_send_wr wr = {}, *bad;
-	wr.opcode = IBV_WR_SEND;
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+	ASSERT_EQ(send_one(qp, buf, 8, mr->lkey), 0);
 	ibv_wc wc;
 	ASSERT_TRUE(poll_one(cq, &wc));
 	EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
