@@ -549,14 +549,19 @@ const char *arena_defect(const uint8_t *arena, uint64_t arena_size)
 	return nullptr;
 }
 
-static void init_header(Segment *seg, int index)
+uint64_t segment_size() { return segment_bytes(); }
+
+void segment_format(uint8_t *base, int index, uint32_t uid)
 {
-	SegmentHeader *h = seg->hdr;
+	Segment seg;
+	seg.base = base;
+	seg.hdr = reinterpret_cast<SegmentHeader *>(base);
+	SegmentHeader *h = seg.hdr;
 	h->magic = kMagic;
 	h->version = kLayoutVersion;
 	h->device_index = index;
 	h->size = segment_bytes();
-	h->uid = geteuid();
+	h->uid = uid;
 	h->arena_offset = header_bytes();
 	h->arena_size = kArenaSize;
 	h->checksum = header_checksum(h);
@@ -565,8 +570,15 @@ static void init_header(Segment *seg, int index)
 	h->next_pd_id.store(1);
 	h->next_xrcd_id.store(1);
 	h->key_gen.store(1);
-	arena_init(seg);
+	arena_init(&seg);
 	h->arena_initialised = 1;
+}
+
+void segment_seal(SegmentHeader *h) { h->checksum = header_checksum(h); }
+
+static void init_header(Segment *seg, int index)
+{
+	segment_format(seg->base, index, geteuid());
 }
 
 static int attach_new(int index, const char *name, Segment *seg)

@@ -313,6 +313,15 @@ const char *segment_tables_defect(const SegmentHeader *h);
 // The arena's block chain: `arena_size` bytes at `arena`, blocks with
 // their magic, sizes multiple of 64 that tile the arena exactly.
 const char *arena_defect(const uint8_t *arena, uint64_t arena_size);
+// The size of a segment of this layout (header, tables and arena).
+uint64_t segment_size();
+// Formats a new segment of segment_size() bytes at `base` for the device
+// with header index `index` of user `uid`: header, empty tables, one free
+// arena block (what attach does to a segment it creates; the fuzz target
+// tests/fuzz/segment_fuzz.cpp starts from it).
+void segment_format(uint8_t *base, int index, uint32_t uid);
+// Recomputes the header's checksum over its identity fields.
+void segment_seal(SegmentHeader *h);
 
 // Attach this process to soft<index> (creating the segment when absent).
 // Returns 0 or an errno value (EPROTO: damaged segment; EMFILE...).

@@ -80,3 +80,32 @@ write('mad', 'smp_nodeinfo', user_mad(1, 0, 0, 1, mad_hdr(0x01, 0x81, 0x0011) + 
 write('mad', 'sa_pathrecord', user_mad(2, 0, 1, 2, mad_hdr(0x03, 0x92, 0x0035, 0x0100) + b'\0' * 232))
 write('mad', 'perf_timeout', user_mad(3, 110, 1, 3, mad_hdr(0x04, 0x01, 0x0012) + b'\0' * 40))
 write('mad', 'header_only', user_mad(0, 0, 0, 0, b''))
+
+# ---- segment: a flags byte, then patches (u32 LE offset, length - 1, bytes)
+# applied to a sound segment (segment_fuzz.cpp). Offsets of layout version
+# 10 (providers/soft/shm.h): header 4796416 bytes, qps at 12432 (128 bytes
+# each: slot 0, srq 40, rq_ring 72; a RingLoc has kind at 0, off at 8), mrs
+# at 995472 (kind 0, key 4). Another layout moves them: the seeds still
+# damage something, only other fields.
+HDR, QPS, MRS = 4796416, 12432, 995472
+
+
+def patch(off, data):
+    return struct.pack('<IB', off, len(data) - 1) + data
+
+
+for name, flags in (('sound', 0), ('sealed', 1), ('short_file', 2), ('other_device', 4),
+                    ('other_user', 8)):
+    write('segment', name, bytes([flags]))
+write('segment', 'bad_magic', b'\0' + patch(0, b'\xff'))
+write('segment', 'bad_magic_sealed', b'\1' + patch(0, b'\xff'))
+write('segment', 'live_qp', b'\0' + patch(QPS, struct.pack('<I', 1)))
+write('segment', 'live_qp_bad_srq',
+      b'\0' + patch(QPS, struct.pack('<I', 1)) + patch(QPS + 40, struct.pack('<I', 0xffff)))
+ring = struct.pack('<IIII', 0x52494e47, 16, 4, 0)  # magic, cell size, capacity, owner
+write('segment', 'live_qp_arena_ring',
+      b'\0' + patch(QPS, struct.pack('<I', 1)) +
+      patch(QPS + 72, struct.pack('<IIQ', 1, 0, HDR + 64)) + patch(HDR + 64, ring))
+write('segment', 'arena_bad_block', b'\0' + patch(HDR, struct.pack('<Q', 100)))
+write('segment', 'live_mr', b'\0' + patch(MRS, struct.pack('<II', 1, 1 << 8)))
+write('segment', 'mr_wrong_slot', b'\0' + patch(MRS, struct.pack('<II', 1, 2 << 8)))
