@@ -26,7 +26,8 @@ usage: $0 [options]
   --kernel PKG       Debian kernel image package or glob (default: what
                      linux-image-amd64 depends on), e.g. 'linux-image-6.12.*+deb12-amd64'
   --build-dir DIR    build tree (default $repo/build): results go to DIR/vm-results,
-                     the cache to DIR/vm-cache unless OPENVERBS_VM_CACHE is set
+                     the cache is $OPENVERBS_VM_CACHE, else ${OPENVERBS_CACHE:-/var/cache/openverbs}/vm
+                     (kept between runs and clones)
   --timeout S        kill the guest after S seconds (default ${OPENVERBS_VM_TIMEOUT:-600})
   --boot-timeout S   kill the guest if it has not reached stage 2 after S seconds (120)
   --test-timeout S   per-program limit inside the guest (90)
@@ -182,7 +183,7 @@ if [ ${#need_targets[@]} -gt 0 ]; then
 fi
 
 # ------------------------------------------------------------------ kernel
-cache=${OPENVERBS_VM_CACHE:-$build/vm-cache}
+cache=${OPENVERBS_VM_CACHE:-${OPENVERBS_CACHE:-/var/cache/openverbs}/vm}
 t_prep=$(now)
 kdir=$("$here/prepare-kernel.sh" "$cache" "$kernel" | tail -n1) || die "kernel preparation failed"
 [ -f "$kdir/.ready" ] || die "kernel preparation failed"

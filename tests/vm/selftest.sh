@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$build" && build=$(cd "$build" && pwd)
 # Share the kernel cache of the real runs instead of preparing a new one.
-export OPENVERBS_VM_CACHE=${OPENVERBS_VM_CACHE:-$build/vm-cache}
+export OPENVERBS_VM_CACHE=${OPENVERBS_VM_CACHE:-${OPENVERBS_CACHE:-/var/cache/openverbs}/vm}
 work=$build/vm-selftest
 rm -rf "$work"; mkdir -p "$work"
 failed=0
