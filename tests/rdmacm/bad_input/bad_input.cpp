@@ -306,9 +306,10 @@ TEST(RdmacmBadInput, OursAnswersEveryCase)
 		Outcome o = run_case(OPENVERBS_RDMACM, c);
 		ASSERT_FALSE(o.no_setup) << c.name << ": no event channel or id (soft devices on?)";
 		EXPECT_FALSE(o.crashed) << c.name << ": crashed with signal " << o.signal;
-		if (!o.crashed)
+		if (!o.crashed) {
 			EXPECT_TRUE(meets(c, o)) << c.name << ": ret " << o.ret << " errno " << o.err << " ("
 						  << strerror(o.err) << "), expected errno " << c.err;
+		}
 	}
 }
 

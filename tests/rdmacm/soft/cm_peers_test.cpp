@@ -238,8 +238,9 @@ void server_killed(bool accepted, int want, int want_status)
 	auto p = param();
 	ASSERT_EQ(rdma_connect(id, &p), 0);
 	wait_child(sync[0]);
-	if (accepted)
+	if (accepted) {
 		ASSERT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+	}
 	kill(server, SIGKILL);
 	reap(server);
 	auto g = next(ch);

@@ -410,8 +410,9 @@ TEST_F(SmallRegion, UnmappedOrReplacedBeforeDeregistrationIsLeftAlone)
 			memset(c + 200, 'x', 64);
 		}
 		EXPECT_EQ(ibv_dereg_mr(mr), 0);
-		if (mode == 2)
+		if (mode == 2) {
 			EXPECT_TRUE(all_are(c, 3 * kPage, 'x'));
+		}
 		if (mode == 1) {
 			munmap(p, kPage);
 			munmap(c + 2 * kPage, kPage);

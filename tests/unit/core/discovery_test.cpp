@@ -83,10 +83,12 @@ TEST_F(Discovery, MalformedEntriesAreSkipped)
 	ASSERT_EQ(discover_sysfs(sysfs.sysfs(), l), 0);
 	EXPECT_THAT(ibdev_names(l), UnorderedElementsAre("good0", "noabi", "badtype"));
 	for (auto &d : l) {
-		if (std::string(d->ibdev_name) == "noabi")
+		if (std::string(d->ibdev_name) == "noabi") {
 			EXPECT_EQ(d->abi_ver, 0u);
-		if (std::string(d->ibdev_name) == "badtype")
+		}
+		if (std::string(d->ibdev_name) == "badtype") {
 			EXPECT_EQ(d->node_type, IBV_NODE_UNKNOWN);
+		}
 	}
 }
 
