@@ -95,14 +95,24 @@ protected:
 		}
 		return false;
 	}
+	// The QPs go before the CQs they use (a CQ with QPs is busy and would
+	// stay allocated), both before the context.
+	void TearDown() override
+	{
+		p.a.reset();
+		p.b.reset();
+		ca.reset();
+		cb.reset();
+	}
 	Pair p;
+	CqEx ca, cb;
 };
 
 TEST_F(SoftClockCq, CompletionsCarryTheTimeTheyWereWritten)
 {
-	CqEx ca(make_cq(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-			IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK));
-	CqEx cb(make_cq(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK));
+	ca = make_cq(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+		     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+	cb = make_cq(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
 	ASSERT_TRUE(ca && cb) << strerror(errno);
 	EXPECT_NE(ca->read_completion_ts, nullptr);
 	EXPECT_NE(ca->read_completion_wallclock_ns, nullptr);
