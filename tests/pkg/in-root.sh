@@ -119,6 +119,10 @@ if [ "$mode" = ours ]; then
   if ! rdma link show -j > /dev/null 2>&1 && [ -f /src/tests/trixie/rdma-link-shim.sh ]; then
     install -m 0755 /src/tests/trixie/rdma-link-shim.sh /usr/local/sbin/rdma
   fi
+  # The sysfs entries the suite reads for soft0 (its P_Key table: the kernel
+  # has no /sys/class/infiniband/soft0), in this root's mount namespace only.
+  sh /src/tests/soft/sysfs-view.sh > "$logs/sysfs-view.log" 2>&1 ||
+    echo "in-root: sysfs-view.sh failed ($logs/sysfs-view.log)" >&2
   rm -rf /tmp/pyverbs-tests
   cp -r /usr/share/doc/rdma-core/tests /tmp/pyverbs-tests
   gunzip -f /tmp/pyverbs-tests/*.gz
