@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB) */
+/* SPDX-License-Identifier: GPL-2.0-only OR Linux-OpenIB */
 /*
  * openverbs: <infiniband/ib_user_ioctl_verbs.h>
  *

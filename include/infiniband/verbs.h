@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB) */
+/* SPDX-License-Identifier: GPL-2.0-only OR Linux-OpenIB */
 /*
  * openverbs: <infiniband/verbs.h>, the public libibverbs API.
  *
@@ -44,9 +44,7 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------ */
-/* GIDs                                                               */
-/* ------------------------------------------------------------------ */
+/* ==== GIDs ==== */
 
 /* A 128-bit global identifier; both views are in network byte order. */
 union ibv_gid {
@@ -76,9 +74,7 @@ struct ibv_gid_entry {
 /* True when member fld of type lies inside the first sz bytes. */
 #define vext_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
 
-/* ------------------------------------------------------------------ */
-/* Devices                                                            */
-/* ------------------------------------------------------------------ */
+/* ==== Devices ==== */
 
 enum ibv_node_type {
 	IBV_NODE_UNKNOWN = -1,
@@ -150,9 +146,7 @@ enum ibv_atomic_cap {
 	IBV_ATOMIC_GLOB,
 };
 
-/* ------------------------------------------------------------------ */
-/* Device memory (ibv_alloc_dm(3))                                    */
-/* ------------------------------------------------------------------ */
+/* ==== Device memory (ibv_alloc_dm(3)) ==== */
 
 struct ibv_alloc_dm_attr {
 	size_t length;		/* bytes */
@@ -174,9 +168,7 @@ struct ibv_dm {
 	uint32_t handle;
 };
 
-/* ------------------------------------------------------------------ */
-/* Device attributes (ibv_query_device(3), ibv_query_device_ex(3))     */
-/* ------------------------------------------------------------------ */
+/* ==== Device attributes (ibv_query_device(3), ibv_query_device_ex(3)) ==== */
 
 struct ibv_device_attr {
 	char fw_ver[64];
@@ -349,9 +341,7 @@ struct ibv_device_attr_ex {
 	uint32_t phys_port_cnt_ex;
 };
 
-/* ------------------------------------------------------------------ */
-/* Ports (ibv_query_port(3))                                          */
-/* ------------------------------------------------------------------ */
+/* ==== Ports (ibv_query_port(3)) ==== */
 
 enum ibv_mtu {
 	IBV_MTU_256 = 1,
@@ -452,9 +442,7 @@ struct ibv_port_attr {
 #endif
 };
 
-/* ------------------------------------------------------------------ */
-/* Asynchronous events (ibv_get_async_event(3))                       */
-/* ------------------------------------------------------------------ */
+/* ==== Asynchronous events (ibv_get_async_event(3)) ==== */
 
 enum ibv_event_type {
 	IBV_EVENT_CQ_ERR,
@@ -496,9 +484,7 @@ struct ibv_async_event {
 	enum ibv_event_type event_type;
 };
 
-/* ------------------------------------------------------------------ */
-/* Work completions (ibv_poll_cq(3), ibv_create_cq_ex(3))             */
-/* ------------------------------------------------------------------ */
+/* ==== Work completions (ibv_poll_cq(3), ibv_create_cq_ex(3)) ==== */
 
 enum ibv_wc_status {
 	IBV_WC_SUCCESS,
@@ -634,9 +620,7 @@ struct ibv_wc {
 	uint8_t dlid_path_bits;
 };
 
-/* ------------------------------------------------------------------ */
-/* Memory registration and protection                                 */
-/* ------------------------------------------------------------------ */
+/* ==== Memory registration and protection ==== */
 
 /* Access rights of MRs, MWs and QPs (ibv_reg_mr(3)). */
 enum ibv_access_flags {
@@ -762,9 +746,7 @@ struct ibv_mr_init_attr {
 };
 #endif
 
-/* ------------------------------------------------------------------ */
-/* Addressing                                                         */
-/* ------------------------------------------------------------------ */
+/* ==== Addressing ==== */
 
 struct ibv_global_route {
 	union ibv_gid dgid;
@@ -831,9 +813,7 @@ struct ibv_ah_attr {
 	uint8_t port_num;
 };
 
-/* ------------------------------------------------------------------ */
-/* Shared receive queues (ibv_create_srq(3), ibv_create_srq_ex(3))    */
-/* ------------------------------------------------------------------ */
+/* ==== Shared receive queues (ibv_create_srq(3), ibv_create_srq_ex(3)) ==== */
 
 enum ibv_srq_attr_mask {
 	IBV_SRQ_MAX_WR = 1 << 0,
@@ -885,10 +865,7 @@ struct ibv_srq_init_attr_ex {
 	struct ibv_tm_cap tm_cap;
 };
 
-/* ------------------------------------------------------------------ */
-/* Work queues and indirection tables (ibv_create_wq(3),              */
-/* ibv_create_rwq_ind_table(3))                                       */
-/* ------------------------------------------------------------------ */
+/* ==== Work queues and indirection tables (ibv_create_wq(3), ibv_create_rwq_ind_table(3)) ==== */
 
 enum ibv_wq_type {
 	IBV_WQT_RQ,
@@ -957,9 +934,7 @@ struct ibv_rwq_ind_table_init_attr {
 	uint32_t comp_mask;
 };
 
-/* ------------------------------------------------------------------ */
-/* Queue pairs (ibv_create_qp(3), ibv_create_qp_ex(3), ibv_modify_qp(3))*/
-/* ------------------------------------------------------------------ */
+/* ==== Queue pairs (ibv_create_qp(3), ibv_create_qp_ex(3), ibv_modify_qp(3)) ==== */
 
 enum ibv_qp_type {
 	IBV_QPT_RC = 2,
@@ -1174,9 +1149,7 @@ struct ibv_qp_rate_limit_attr {
 	uint32_t comp_mask;
 };
 
-/* ------------------------------------------------------------------ */
-/* Work requests (ibv_post_send(3), ibv_post_recv(3))                 */
-/* ------------------------------------------------------------------ */
+/* ==== Work requests (ibv_post_send(3), ibv_post_recv(3)) ==== */
 
 enum ibv_wr_opcode {
 	IBV_WR_RDMA_WRITE,
@@ -1333,9 +1306,7 @@ struct ibv_mw_bind {
 	struct ibv_mw_bind_info bind_info;
 };
 
-/* ------------------------------------------------------------------ */
-/* Verbs objects                                                      */
-/* ------------------------------------------------------------------ */
+/* ==== Verbs objects ==== */
 
 struct ibv_srq {
 	struct ibv_context *context;
@@ -1610,9 +1581,7 @@ struct ibv_ece {
 	uint32_t comp_mask;
 };
 
-/* ------------------------------------------------------------------ */
-/* Completion channels and completion queues                          */
-/* ------------------------------------------------------------------ */
+/* ==== Completion channels and completion queues ==== */
 
 struct ibv_comp_channel {
 	struct ibv_context *context;
@@ -1835,9 +1804,7 @@ struct ibv_ah {
 	uint32_t handle;
 };
 
-/* ------------------------------------------------------------------ */
-/* Flow steering (ibv_create_flow(3))                                 */
-/* ------------------------------------------------------------------ */
+/* ==== Flow steering (ibv_create_flow(3)) ==== */
 
 enum ibv_flow_flags {
 	IBV_FLOW_ATTR_FLAGS_DONT_TRAP = 1 << 1,
@@ -2095,9 +2062,7 @@ struct ibv_flow_action_esp_attr {
 	uint32_t esn;
 };
 
-/* ------------------------------------------------------------------ */
-/* Devices and contexts                                               */
-/* ------------------------------------------------------------------ */
+/* ==== Devices and contexts ==== */
 
 struct ibv_device;
 struct ibv_context;
@@ -2437,9 +2402,7 @@ static inline struct verbs_context *verbs_get_ctx(struct ibv_context *ctx)
 			__vctx;                                                \
 	})
 
-/* ------------------------------------------------------------------ */
-/* Device list and device contexts                                    */
-/* ------------------------------------------------------------------ */
+/* ==== Device list and device contexts ==== */
 
 /*
  * The NULL-terminated list of RDMA devices (ibv_get_device_list(3)); the
@@ -2662,9 +2625,7 @@ int ibv_query_pkey(struct ibv_context *context, uint8_t port_num,
 int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 		       __be16 pkey);
 
-/* ------------------------------------------------------------------ */
-/* Protection domains, flows and memory                               */
-/* ------------------------------------------------------------------ */
+/* ==== Protection domains, flows and memory ==== */
 
 /* ibv_alloc_pd(3): NULL with errno set on failure. */
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
@@ -2912,9 +2873,7 @@ static inline int ibv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 	return mw->context->ops.bind_mw(qp, mw, mw_bind);
 }
 
-/* ------------------------------------------------------------------ */
-/* Completion channels and CQs                                        */
-/* ------------------------------------------------------------------ */
+/* ==== Completion channels and CQs ==== */
 
 /* ibv_create_comp_channel(3): NULL with errno set on failure. */
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
@@ -2988,9 +2947,7 @@ static inline int ibv_modify_cq(struct ibv_cq *cq,
 	return vctx->modify_cq(cq, attr);
 }
 
-/* ------------------------------------------------------------------ */
-/* Shared receive queues                                              */
-/* ------------------------------------------------------------------ */
+/* ==== Shared receive queues ==== */
 
 /* ibv_create_srq(3): NULL with errno set on failure. */
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
@@ -3075,9 +3032,7 @@ static inline int ibv_post_srq_ops(struct ibv_srq *srq,
 	return vctx->post_srq_ops(srq, op, bad_op);
 }
 
-/* ------------------------------------------------------------------ */
-/* Queue pairs, thread and parent domains                             */
-/* ------------------------------------------------------------------ */
+/* ==== Queue pairs, thread and parent domains ==== */
 
 /* ibv_create_qp(3): NULL with errno set on failure. */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
@@ -3248,9 +3203,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 /* ibv_destroy_qp(3): 0 or an errno value. */
 int ibv_destroy_qp(struct ibv_qp *qp);
 
-/* ------------------------------------------------------------------ */
-/* Work queues and RSS indirection tables                             */
-/* ------------------------------------------------------------------ */
+/* ==== Work queues and RSS indirection tables ==== */
 
 /*
  * ibv_create_wq(3): NULL with errno EOPNOTSUPP when absent.  The WQ's
@@ -3348,9 +3301,7 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 	return qp->context->ops.post_recv(qp, wr, bad_wr);
 }
 
-/* ------------------------------------------------------------------ */
-/* Address handles and multicast                                      */
-/* ------------------------------------------------------------------ */
+/* ==== Address handles and multicast ==== */
 
 /* ibv_create_ah(3): NULL with errno set on failure. */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
@@ -3378,9 +3329,7 @@ int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 		     uint16_t lid);
 
-/* ------------------------------------------------------------------ */
-/* fork() support and strings                                         */
-/* ------------------------------------------------------------------ */
+/* ==== fork() support and strings ==== */
 
 /* ibv_fork_init(3): 0 or an errno value. */
 int ibv_fork_init(void);
@@ -3417,9 +3366,7 @@ static inline int ibv_is_qpt_supported(uint32_t caps, enum ibv_qp_type qpt)
 	return !!(caps & (1 << qpt));
 }
 
-/* ------------------------------------------------------------------ */
-/* Counters                                                           */
-/* ------------------------------------------------------------------ */
+/* ==== Counters ==== */
 
 /* ibv_create_counters(3): NULL with errno EOPNOTSUPP when absent. */
 static inline struct ibv_counters *ibv_create_counters(struct ibv_context *context,
@@ -3484,9 +3431,7 @@ static inline int ibv_read_counters(struct ibv_counters *counters,
 	return vctx->read_counters(counters, counters_value, ncounters, flags);
 }
 
-/* ------------------------------------------------------------------ */
-/* RoCE v2 helpers                                                    */
-/* ------------------------------------------------------------------ */
+/* ==== RoCE v2 helpers ==== */
 
 #define IB_ROCE_UDP_ENCAP_VALID_PORT_MIN (0xC000)
 #define IB_ROCE_UDP_ENCAP_VALID_PORT_MAX (0xFFFF)
@@ -3506,9 +3451,7 @@ static inline uint16_t ibv_flow_label_to_udp_sport(uint32_t fl)
 	return (uint16_t)(low | IB_ROCE_UDP_ENCAP_VALID_PORT_MIN);
 }
 
-/* ------------------------------------------------------------------ */
-/* Device memory and special MRs                                      */
-/* ------------------------------------------------------------------ */
+/* ==== Device memory and special MRs ==== */
 
 /*
  * ibv_alloc_dm(3): device memory of attr->length bytes; NULL with errno
@@ -3606,9 +3549,7 @@ static inline int ibv_advise_mr(struct ibv_pd *pd,
 	return vctx->advise_mr(pd, advice, flags, sg_list, num_sge);
 }
 
-/* ------------------------------------------------------------------ */
-/* Enhanced connection establishment                                  */
-/* ------------------------------------------------------------------ */
+/* ==== Enhanced connection establishment ==== */
 
 /* ibv_query_ece(3): 0 or an errno value (EOPNOTSUPP when unsupported). */
 int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
@@ -3617,9 +3558,7 @@ int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
 int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
 
 #if _OPENVERBS_ABI >= 64
-/* ------------------------------------------------------------------ */
-/* rdma-core 64: DMA handles, extended registration, buffers, speed    */
-/* ------------------------------------------------------------------ */
+/* ==== rdma-core 64: DMA handles, extended registration, buffers, speed ==== */
 
 /*
  * ibv_alloc_dmah(3): a DMA handle with attr's steering hints.  NULL with
