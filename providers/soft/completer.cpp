@@ -197,16 +197,8 @@ void qp_to_error(SoftQp *qp, bool fatal_event)
 	// leaves it alone, as an HCA's does; ibv_query_qp reports the error.
 	qp->attr.qp_state = IBV_QPS_ERR;
 	while (qp->sq_count) {
-		SoftWr &w = qp->sq[qp->sq_head];
-		struct ibv_wc wc = {};
-		wc.wr_id = w.wr_id;
-		wc.status = IBV_WC_WR_FLUSH_ERR;
-		wc.opcode = send_wc_opcode(w.opcode);
-		wc.qp_num = qp->qpn;
-		if (qp->lane)
-			lane_push(qp, w.wr_id, IBV_WC_WR_FLUSH_ERR, wc.opcode, 0);
-		else if (qp->scq)
-			cq_push(seg, qp->scq->slot, wc, false);
+		if (qp->lane || qp->scq)
+			complete_send(qp, qp->sq[qp->sq_head], IBV_WC_WR_FLUSH_ERR, 0);
 		qp->sq_head = (qp->sq_head + 1) % qp->sq_depth;
 		sq_set_pending(qp, qp->sq_count - 1);
 	}

@@ -56,9 +56,7 @@ static void stop_thread(SoftContext *ctx)
 	if (!ctx->thread_started)
 		return;
 	ctx->stop.store(true);
-	pthread_mutex_lock(&ctx->wake_lock);
-	pthread_cond_signal(&ctx->wake);
-	pthread_mutex_unlock(&ctx->wake_lock);
+	wake_progress(ctx);
 	pthread_join(ctx->thread, nullptr);
 	ctx->thread_started = false;
 }

@@ -577,15 +577,7 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 	for (uint32_t i = 0; i < n; i++) {
 		SoftWr &w = wrs[i];
 		if (st == IBV_QPS_ERR) {
-			struct ibv_wc wc = {};
-			wc.wr_id = w.wr_id;
-			wc.status = IBV_WC_WR_FLUSH_ERR;
-			wc.opcode = send_wc_opcode(w.opcode);
-			wc.qp_num = qp->qpn;
-			if (qp->lane)
-				lane_push(qp, w.wr_id, IBV_WC_WR_FLUSH_ERR, wc.opcode, 0);
-			else
-				cq_push(qp->ctx->seg, qp->scq->slot, wc, false);
+			complete_send(qp, w, IBV_WC_WR_FLUSH_ERR, 0);
 			++*done;
 			continue;
 		}
@@ -623,18 +615,10 @@ int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 	int rc = queue_wrs(qp, wrs, n, &done);
 	run_queue(qp, false);
 	// Anything left waits for a retry: account it for the progress thread.
-	bool waiting = false;
-	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
-		if (qp->sq[h].due_ns) {
-			waiting = true;
-			break;
-		}
+	bool waiting = sq_has_due(qp);
 	qp_sq_unlock(qp);
-	if (waiting) {
-		pthread_mutex_lock(&qp->ctx->wake_lock);
-		pthread_cond_signal(&qp->ctx->wake);
-		pthread_mutex_unlock(&qp->ctx->wake_lock);
-	}
+	if (waiting)
+		wake_progress(qp->ctx);
 	return rc;
 }
 
@@ -882,7 +866,6 @@ static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_se
 	}
 	qp_sq_lock(qp);
 	int rc = 0;
-	bool waiting = false;
 	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
 	for (; wr; wr = wr->next) {
 		rc = convert_wr(qp, wr, *w);
@@ -919,17 +902,10 @@ static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_se
 		}
 		run_queue(qp, false);
 	}
-	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
-		if (qp->sq[h].due_ns) {
-			waiting = true;
-			break;
-		}
+	bool waiting = sq_has_due(qp);
 	qp_sq_unlock(qp);
-	if (waiting) {
-		pthread_mutex_lock(&qp->ctx->wake_lock);
-		pthread_cond_signal(&qp->ctx->wake);
-		pthread_mutex_unlock(&qp->ctx->wake_lock);
-	}
+	if (waiting)
+		wake_progress(qp->ctx);
 	return rc;
 }
 

@@ -393,6 +393,25 @@ static inline void td_guard_unlock(std::atomic<bool> *g) { guard_unlock(g); }
 // spinlocks.
 // Holding the guard is also a map-use section (shm.h): peer mappings looked
 // up under it stay mapped until it is released.
+// Wakes the context's progress thread (a request waits for its retry time,
+// or the thread is to stop).
+static inline void wake_progress(SoftContext *ctx)
+{
+	pthread_mutex_lock(&ctx->wake_lock);
+	pthread_cond_signal(&ctx->wake);
+	pthread_mutex_unlock(&ctx->wake_lock);
+}
+
+// True when a queued request waits for a retry (its due time), which only
+// the progress thread runs. Caller holds the send-queue guard.
+static inline bool sq_has_due(const SoftQp *qp)
+{
+	for (uint32_t i = 0, h = qp->sq_head; i < qp->sq_count; i++, h = (h + 1) % qp->sq_depth)
+		if (qp->sq[h].due_ns)
+			return true;
+	return false;
+}
+
 static inline void qp_sq_lock(SoftQp *qp)
 {
 	map_use_enter();
