@@ -66,10 +66,14 @@ __attribute__((destructor)) static void soft_exit()
 	// The process leaves without closing every device: give the shared
 	// state back so that nothing stays behind in /dev/shm.
 	pthread_mutex_lock(&g_ctx_lock);
+	// Every transport first (a receive thread shared by contexts of one
+	// RoCE device writes into each one's segment), then the segments.
 	for (SoftContext *c = g_contexts; c; c = c->next_ctx) {
 		stop_thread(c);
 		if (c->roce)
-			roce_close(c); // its receive thread writes into the segment
+			roce_close(c);
+	}
+	for (SoftContext *c = g_contexts; c; c = c->next_ctx) {
 		if (c->seg) {
 			segment_detach(c->seg);
 			c->seg = nullptr;

@@ -150,4 +150,12 @@ public:
 	virtual int write_event(uint32_t event, int32_t status, uint64_t arg) noexcept = 0;
 };
 
+// What a backend may ask of the front end (devices.cpp): the index of `gid`
+// in the GID table of port `port` of the device whose node GUID is `guid`
+// (network order), read from the process's context of that device (opened
+// here if no id has bound it yet), as the kernel's CM picks a RoCE QP's
+// source GID index from its GID cache. -1 when the device or the GID is
+// not found.
+int device_gid_index(uint64_t guid, uint8_t port, const ibv_gid &gid) noexcept;
+
 } // namespace ov::cm

@@ -245,6 +245,24 @@ void put_device(Id &id) noexcept
 	d->xrcd = nullptr;
 }
 
+int device_gid_index(uint64_t guid, uint8_t port, const ibv_gid &gid) noexcept
+{
+	Library &l = lib();
+	std::lock_guard<std::mutex> g(l.mu);
+	Device *dev = find_device(l, guid, kInvalidDevIndex);
+	if (!dev || open_device(*dev))
+		return -1;
+	ibv_port_attr pa;
+	if (ibv_query_port(dev->verbs, port, &pa))
+		return -1;
+	for (int i = 0; i < pa.gid_tbl_len; i++) {
+		ibv_gid cur;
+		if (!ibv_query_gid(dev->verbs, port, i, &cur) && !memcmp(cur.raw, gid.raw, 16))
+			return i;
+	}
+	return -1;
+}
+
 ibv_xrcd *get_xrcd(Device &dev) noexcept
 {
 	std::lock_guard<std::mutex> g(lib().mu);

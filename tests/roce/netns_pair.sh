@@ -22,6 +22,11 @@
 # OVROCE_MALFORMED=1 (with VERBS_LOG_LEVEL=3): malformed datagrams of each
 # kind (send_malformed.py) reach the server's device before the client
 # starts; its counters at close must show each one dropped.
+# OVROCE_CM=1: an rdma_cm pair (our librdmacm's connection manager over
+# sroce0): ARGS are the server's command, "--", then the client's; "%ADDR%"
+# is the server's IPv4 address (10.231.0.1), "%ADDR6%" its IPv6 one; no
+# port or address is added, and the client starts once the server's CM
+# listens (its socket in /dev/shm/openverbs-65534/cm).
 # Exit 77 (skipped) when not root or without network namespaces.
 set -u
 LIB=$1; TMO=$2; shift 2
@@ -65,7 +70,7 @@ done
 port=18515
 args=""
 for a in "$@"; do
-  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
+  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%ADDR6%/fd00:231::1/g; s/%ADDR%/10.231.0.1/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
 done
 # shellcheck disable=SC2086
 set -- $args
@@ -80,6 +85,23 @@ run_as_user() { # NS IFNAME PROGRAM...
     ${VERBS_LOG_LEVEL:+VERBS_LOG_LEVEL=$VERBS_LOG_LEVEL} \
     timeout "$TMO" "$@"
 }
+if [ -n "${OVROCE_CM:-}" ]; then
+  server="" client="" side=server
+  for a in "$@"; do
+    if [ "$a" = -- ] && [ $side = server ]; then side=client; continue; fi
+    eval "$side=\"\$$side \$a\""
+  done
+  # shellcheck disable=SC2086
+  run_as_user $nsa $va $server > "$logdir/server" 2>&1 &
+  spid=$!
+  i=0
+  while [ $i -lt 400 ] && ! ls /dev/shm/openverbs-65534/cm 2>/dev/null | grep -q -- -; do
+    kill -0 $spid 2>/dev/null || break
+    sleep 0.05; i=$((i + 1))
+  done
+  set -- $client
+  prog="$*"
+else
 prog=$1; shift
 run_as_user $nsa $va "$prog" -p $port "$@" > "$logdir/server" 2>&1 &
 spid=$!
@@ -89,6 +111,7 @@ while [ $i -lt 200 ] && ! ip netns exec $nsa cat /proc/net/tcp /proc/net/tcp6 2>
   kill -0 $spid 2>/dev/null || break
   sleep 0.05; i=$((i + 1))
 done
+fi
 malformed=""
 if [ -n "${OVROCE_MALFORMED:-}" ]; then
   # Bad input from the wire before the client starts: the server's device
@@ -96,11 +119,20 @@ if [ -n "${OVROCE_MALFORMED:-}" ]; then
   malformed=$(ip netns exec $nsb python3 "$(dirname "$0")/send_malformed.py" 10.231.0.2 10.231.0.1 5 2>&1)
   echo "$malformed"
 fi
-run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client" 2>&1
+if [ -n "${OVROCE_CM:-}" ]; then
+  # shellcheck disable=SC2086
+  run_as_user $nsb $vb $client > "$logdir/client" 2>&1
+else
+  run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client" 2>&1
+fi
 crc=$?
 wait $spid
 src=$?
-echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
+if [ -n "${OVROCE_CM:-}" ]; then
+  echo "== server ($server): exit $src"; cat "$logdir/server"
+else
+  echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
+fi
 echo "== client: exit $crc"; cat "$logdir/client"
 if [ -n "$malformed" ] && [ $src -eq 0 ]; then
   # VERBS_LOG_LEVEL=3: the device's counters at close.

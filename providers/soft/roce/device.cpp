@@ -282,12 +282,49 @@ static int open_socket(RoceCtx *rc)
 	return 0;
 }
 
+// The transports of this process, one per device and network namespace:
+// a second context of the same device (a program that opens the device and
+// then lets librdmacm open it too, as perftest -R does) shares the first's
+// socket, receive thread and QP table (QP slots come from the device's one
+// segment, so they never collide).
+static pthread_mutex_t g_roce_lock = PTHREAD_MUTEX_INITIALIZER;
+static RoceCtx *g_roce = nullptr;
+
+static uint64_t netns_inode()
+{
+	struct stat st;
+	return stat("/proc/self/ns/net", &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns);
+
 int roce_open(SoftContext *ctx, const SoftDevice *dev)
+{
+	uint64_t netns = netns_inode();
+	pthread_mutex_lock(&g_roce_lock);
+	for (RoceCtx *rc = g_roce; rc; rc = rc->next_shared)
+		if (rc->netns == netns && !strcmp(rc->ifname, dev->roce_if)) {
+			rc->refs++;
+			ctx->roce = rc;
+			pthread_mutex_unlock(&g_roce_lock);
+			return 0;
+		}
+	int e = roce_open_new(ctx, dev, netns);
+	if (!e) {
+		ctx->roce->refs = 1;
+		ctx->roce->next_shared = g_roce;
+		g_roce = ctx->roce;
+	}
+	pthread_mutex_unlock(&g_roce_lock);
+	return e;
+}
+
+static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns)
 {
 	auto *rc = new (std::nothrow) RoceCtx();
 	if (!rc)
 		return ENOMEM;
-	rc->ctx = ctx;
+	rc->netns = netns;
 	snprintf(rc->ifname, sizeof(rc->ifname), "%s", dev->roce_if);
 	rc->ifindex = int(if_nametoindex(rc->ifname));
 	pthread_mutex_init(&rc->lock, nullptr);
@@ -332,6 +369,25 @@ void roce_close(SoftContext *ctx)
 	RoceCtx *rc = ctx->roce;
 	if (!rc)
 		return;
+	pthread_mutex_lock(&g_roce_lock);
+	if (--rc->refs) {
+		// Another context still uses the transport: forget this one's QPs
+		// (left by a program that closes the device with QPs alive).
+		pthread_mutex_lock(&rc->lock);
+		for (SoftQp *&qp : rc->by_slot)
+			if (qp && qp->ctx == ctx)
+				qp = nullptr;
+		pthread_mutex_unlock(&rc->lock);
+		ctx->roce = nullptr;
+		pthread_mutex_unlock(&g_roce_lock);
+		return;
+	}
+	for (RoceCtx **p = &g_roce; *p; p = &(*p)->next_shared)
+		if (*p == rc) {
+			*p = rc->next_shared;
+			break;
+		}
+	pthread_mutex_unlock(&g_roce_lock);
 	rc->stop.store(true);
 	uint64_t one = 1;
 	if (write(rc->wake_fd, &one, sizeof(one)) < 0) {

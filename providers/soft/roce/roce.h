@@ -60,8 +60,13 @@ struct RoceFaultState {
 	uint8_t copy[kRoceMaxDatagram];
 };
 
+// One per device and network namespace in a process, shared by every
+// context of the process that opens that device (the UDP port is the
+// device's, as a NIC's): device.cpp keeps the list (g_roce), counted in refs.
 struct RoceCtx {
-	SoftContext *ctx;
+	RoceCtx *next_shared = nullptr; // the process's list, under g_roce_lock
+	uint32_t refs = 0;              // contexts using it, under g_roce_lock
+	uint64_t netns = 0;             // the network namespace's inode
 	char ifname[16];
 	int ifindex;
 	uint8_t mac[6];

@@ -2,6 +2,10 @@
 #include "addr.h"
 
 #include "common/env.h"
+#include "core/config.h"
+
+#include <infiniband/openverbs.h>
+#include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
 #include <cstdio>
@@ -10,6 +14,9 @@
 #include <dirent.h>
 #include <ifaddrs.h>
 #include <mutex>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 namespace ov::usercm {
 
@@ -121,6 +128,31 @@ void read_config_dir(const char *dir, std::vector<AddrBinding> &out)
 		fclose(f);
 	}
 	closedir(d);
+}
+
+// Prefix length of a netmask (contiguous ones; anything else counts its ones).
+int mask_bits(const uint8_t *m, int n)
+{
+	int bits = 0;
+	for (int i = 0; i < n; i++)
+		bits += __builtin_popcount(m[i]);
+	return bits;
+}
+
+// An interface's ioctl answer (SIOCGIFMTU, SIOCGIFHWADDR) in this network
+// namespace.
+bool if_ioctl(const std::string &ifname, unsigned long req, ifreq &ifr)
+{
+	if (ifname.empty() || ifname.size() >= IFNAMSIZ)
+		return false;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, ifname.c_str(), ifname.size());
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	bool ok = ioctl(fd, req, &ifr) == 0;
+	close(fd);
+	return ok;
 }
 
 } // namespace
@@ -240,6 +272,142 @@ int soft_device_for(const sockaddr *sa)
 	if (d >= 0)
 		return d;
 	return is_local_address(sa) ? 0 : -1;
+}
+
+std::vector<std::string> roce_interfaces_from_env()
+{
+	std::vector<std::string> names;
+	if (const char *v = ov::secure_env(OPENVERBS_SOFT_ROCE_ENV))
+		ov::core::parse_roce_interfaces(v, names);
+	return names;
+}
+
+std::string interface_by_guid(uint64_t guid)
+{
+	std::string found;
+	int matches = 0;
+	struct if_nameindex *list = ::if_nameindex();
+	for (struct if_nameindex *i = list; i && i->if_index; i++) {
+		ifreq ifr;
+		if (!if_ioctl(i->if_name, SIOCGIFHWADDR, ifr))
+			continue;
+		auto *m = reinterpret_cast<const uint8_t *>(ifr.ifr_hwaddr.sa_data);
+		uint8_t eui[8] = {uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+		if (!memcmp(eui, &guid, 8)) {
+			found = i->if_name;
+			matches++;
+		}
+	}
+	if (list)
+		if_freenameindex(list);
+	return matches == 1 ? found : std::string();
+}
+
+int roce_interface_for(const sockaddr *sa, const std::vector<std::string> &ifnames)
+{
+	int family;
+	uint8_t a[16];
+	if (!raw(sa, family, a) || is_wildcard(sa) || ifnames.empty())
+		return -1;
+	ifaddrs *list = nullptr;
+	if (getifaddrs(&list) != 0)
+		return -1;
+	int owner = -1, best = -1, best_bits = -1;
+	for (ifaddrs *i = list; i && owner < 0; i = i->ifa_next) {
+		int f;
+		uint8_t b[16], m[16];
+		if (!i->ifa_addr || !i->ifa_name || !raw(i->ifa_addr, f, b) || f != family)
+			continue;
+		int n = -1;
+		for (size_t k = 0; k < ifnames.size(); k++)
+			if (ifnames[k] == i->ifa_name)
+				n = int(k);
+		if (n < 0)
+			continue;
+		if (!memcmp(a, b, 16)) {
+			owner = n;
+			break;
+		}
+		if (!i->ifa_netmask || !raw(i->ifa_netmask, f, m))
+			continue;
+		int bits = mask_bits(m, family == AF_INET ? 4 : 16);
+		if (bits > best_bits && prefix_match(a, b, bits))
+			best = n, best_bits = bits;
+	}
+	freeifaddrs(list);
+	return owner >= 0 ? owner : best;
+}
+
+bool roce_source_for(const std::string &ifname, const sockaddr *dst, sockaddr_storage &out)
+{
+	int family;
+	uint8_t a[16];
+	if (!raw(dst, family, a))
+		return false;
+	bool dst_ll = family == AF_INET6 && a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
+	ifaddrs *list = nullptr;
+	if (getifaddrs(&list) != 0)
+		return false;
+	const ifaddrs *pick = nullptr, *first = nullptr;
+	for (ifaddrs *i = list; i && !pick; i = i->ifa_next) {
+		int f;
+		uint8_t b[16], m[16];
+		if (!i->ifa_addr || !i->ifa_name || ifname != i->ifa_name || !raw(i->ifa_addr, f, b) ||
+		    f != family)
+			continue;
+		bool ll = family == AF_INET6 && b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+		if (ll != dst_ll)
+			continue;
+		if (!first)
+			first = i;
+		if (i->ifa_netmask && raw(i->ifa_netmask, f, m) &&
+		    prefix_match(a, b, mask_bits(m, family == AF_INET ? 4 : 16)))
+			pick = i;
+	}
+	if (!pick)
+		pick = first;
+	bool ok = pick != nullptr;
+	if (ok) {
+		memset(&out, 0, sizeof(out));
+		if (family == AF_INET) {
+			auto *o = reinterpret_cast<sockaddr_in *>(&out);
+			o->sin_family = AF_INET;
+			o->sin_addr = reinterpret_cast<const sockaddr_in *>(pick->ifa_addr)->sin_addr;
+		} else {
+			auto *o = reinterpret_cast<sockaddr_in6 *>(&out);
+			*o = *reinterpret_cast<const sockaddr_in6 *>(pick->ifa_addr);
+			o->sin6_port = 0;
+		}
+	}
+	freeifaddrs(list);
+	return ok;
+}
+
+void roce_gid_of(const sockaddr *sa, uint8_t gid[16])
+{
+	int family;
+	uint8_t a[16];
+	memset(gid, 0, 16);
+	if (!raw(sa, family, a))
+		return;
+	if (family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, a, 4);
+	} else {
+		memcpy(gid, a, 16);
+	}
+}
+
+uint8_t roce_ib_mtu(const std::string &ifname)
+{
+	ifreq ifr;
+	if (!if_ioctl(ifname, SIOCGIFMTU, ifr))
+		return 0;
+	const uint32_t overhead = 40 + 8 + 12 + 16 + 4 + 4;
+	for (int e = IBV_MTU_4096; e >= IBV_MTU_256; e--)
+		if ((128u << e) + overhead <= uint32_t(ifr.ifr_mtu))
+			return uint8_t(e);
+	return IBV_MTU_256; // as the provider: never below its smallest
 }
 
 std::string addr_key(const sockaddr *sa)

@@ -41,6 +41,38 @@ bool is_wildcard(const sockaddr *sa);
 // an explicit binding, else soft0 for a local address; -1 otherwise.
 int soft_device_for(const sockaddr *sa);
 
+// ---- RoCE v2 software devices (sroce<N>): a device per network interface.
+
+// The network interfaces of the sroce devices, in device order: the list of
+// RDMAV_SOFT_ROCE (ignored when setuid) as the core reads it, else empty
+// (the caller then matches interfaces by the device's GUID).
+std::vector<std::string> roce_interfaces_from_env();
+
+// The interface of this network namespace whose MAC's EUI-64 is `guid`
+// (network order, as ibv_get_device_guid gives it): the core names an sroce
+// device's node GUID so. Empty when none or more than one match.
+std::string interface_by_guid(uint64_t guid);
+
+// Which of `ifnames` serves `sa`: the interface that owns the address,
+// else the one whose subnet contains it (the longest prefix); -1 if none.
+// IPv4-mapped IPv6 addresses count as IPv4.
+int roce_interface_for(const sockaddr *sa, const std::vector<std::string> &ifnames);
+
+// The source address on interface `ifname` for a connection to `dst`: an
+// address of dst's family whose subnet contains dst, else the first of
+// that family (IPv6: not link-local unless dst is). Port 0.
+bool roce_source_for(const std::string &ifname, const sockaddr *dst, sockaddr_storage &out);
+
+// The RoCE v2 GID of an IP address: ::ffff:a.b.c.d for IPv4, the address
+// itself for IPv6 (openverbs-roce(7), GID table).
+void roce_gid_of(const sockaddr *sa, uint8_t gid[16]);
+
+// The IB MTU (enum ibv_mtu, 1..5) the sroce device on `ifname` reports:
+// the largest whose biggest packet (IPv6, UDP, BTH, RETH, ImmDt and ICRC
+// around the payload: 84 bytes) fits the interface MTU, and at least
+// IBV_MTU_256; 0 when the interface is missing.
+uint8_t roce_ib_mtu(const std::string &ifname);
+
 // Socket-path spelling of an address: hex of its bytes, or any4/any6.
 std::string addr_key(const sockaddr *sa);
 

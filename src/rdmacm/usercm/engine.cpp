@@ -141,9 +141,13 @@ public:
 
 // ------------------------------------------------------------------ devices
 
+// The devices this CM serves, in one index space (wire.h): soft<N> at N,
+// sroce<N> at kRoceDeviceBase + N.
 struct SoftDevices {
 	bool any = false;
-	uint64_t guid[256] = {}; // network order, 0 = absent
+	uint64_t guid[kRoceDeviceBase + kMaxRoceDevices] = {}; // network order, 0 = absent
+	// sroce<N>'s network interface at [N] ("" when absent or unknown).
+	std::vector<std::string> roce_if;
 };
 
 const SoftDevices &soft_devices()
@@ -153,9 +157,26 @@ const SoftDevices &soft_devices()
 	std::call_once(once, [] {
 		int n = 0;
 		ibv_device **list = ibv_get_device_list(&n);
+		std::vector<std::string> env_if = roce_interfaces_from_env();
 		for (int i = 0; list && i < n; i++) {
 			const char *name = ibv_get_device_name(list[i]);
 			unsigned long idx;
+			if (!strncmp(name, "sroce", 5) &&
+			    ov::parse_uint(name + 5, kMaxRoceDevices - 1, &idx)) {
+				uint64_t guid = ibv_get_device_guid(list[i]);
+				// The interface: RDMAV_SOFT_ROCE's list gives it by
+				// position, as the core names the devices; a config
+				// file's line by the GUID (the EUI-64 of its MAC).
+				std::string ifn = idx < env_if.size() ? env_if[idx] : interface_by_guid(guid);
+				if (ifn.empty() || !guid)
+					continue;
+				d.guid[kRoceDeviceBase + idx] = guid;
+				if (d.roce_if.size() <= idx)
+					d.roce_if.resize(idx + 1);
+				d.roce_if[idx] = ifn;
+				d.any = true;
+				continue;
+			}
 			if (strncmp(name, "soft", 4) || !ov::parse_uint(name + 4, 255, &idx))
 				continue;
 			d.guid[idx] = ibv_get_device_guid(list[i]);
@@ -165,6 +186,22 @@ const SoftDevices &soft_devices()
 			ibv_free_device_list(list);
 	});
 	return d;
+}
+
+bool is_roce(int dev) { return dev >= kRoceDeviceBase; }
+
+bool have_device(int dev)
+{
+	return dev >= 0 && dev < kRoceDeviceBase + kMaxRoceDevices && soft_devices().guid[dev];
+}
+
+const std::string &roce_ifname(int dev) { return soft_devices().roce_if[size_t(dev - kRoceDeviceBase)]; }
+
+// The sroce device whose interface owns `sa` or whose subnet holds it, or -1.
+int roce_device_for(const sockaddr *sa)
+{
+	int n = roce_interface_for(sa, soft_devices().roce_if);
+	return n < 0 ? -1 : kRoceDeviceBase + n;
 }
 
 // The port of soft device `index` as the soft provider presents it: LID
@@ -262,20 +299,88 @@ bool kernel_owns_any()
 	return any;
 }
 
+// The device of the wildcard address: the one bound to "*", else soft0,
+// else the first sroce device.
 int default_device()
 {
 	sockaddr_in any{};
 	any.sin_family = AF_INET;
 	int d = bound_device(reinterpret_cast<sockaddr *>(&any));
-	return d >= 0 ? d : 0;
+	if (d >= 0 || soft_devices().guid[0])
+		return d >= 0 ? d : 0;
+	for (int n = 0; n < kMaxRoceDevices; n++)
+		if (soft_devices().guid[kRoceDeviceBase + n])
+			return kRoceDeviceBase + n;
+	return 0;
 }
 
+// An address's device: an explicit binding to a soft device, else the
+// sroce device of the interface that owns it or whose subnet holds it,
+// else soft0 for any other local address.
 int device_for(const sockaddr *sa)
 {
 	if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
 		return -1;
-	int d = is_wildcard(sa) ? default_device() : soft_device_for(sa);
-	return d >= 0 && soft_devices().guid[d] ? d : -1;
+	int d = -1;
+	if (is_wildcard(sa))
+		d = default_device();
+	else if ((d = bound_device(sa)) < 0 && (d = roce_device_for(sa)) < 0)
+		d = soft_device_for(sa);
+	return have_device(d) ? d : -1;
+}
+
+// Our port for id `s` as its messages carry it: soft devices by index;
+// an sroce device's port is named by the id's source address (its GID)
+// and the MTU its interface allows.
+bool local_port(const SoftId *s, Port &p)
+{
+	if (!is_roce(s->device))
+		return port_of_device(s->device, p);
+	if (!have_device(s->device))
+		return false;
+	p = Port{};
+	p.device = uint16_t(s->device);
+	p.lid = 0;
+	roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_src), p.gid);
+	p.mtu = roce_ib_mtu(roce_ifname(s->device));
+	return p.mtu != 0;
+}
+
+// The peer's port as the route names it: soft devices by the peer's
+// index; over RoCE the GID of the destination address (LID 0).
+bool remote_port(const SoftId *s, Port &p)
+{
+	if (!is_roce(s->device))
+		return port_of_device(s->dst_device, p);
+	if (!local_port(s, p))
+		return false;
+	roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_dst), p.gid);
+	return true;
+}
+
+constexpr uint8_t kRoceHopLimit = 64; // the kernel's default for RoCE v2 routes
+
+// The address vector towards the peer over an sroce device: a global route
+// from our source GID (its index in the device's table, read from the
+// process's context) to the destination's GID. False when our address is
+// no longer in the table.
+bool roce_ah(const SoftId *s, ibv_ah_attr &ah)
+{
+	Port local, remote;
+	if (!local_port(s, local) || !remote_port(s, remote))
+		return false;
+	ibv_gid sgid;
+	memcpy(sgid.raw, local.gid, 16);
+	int idx = ov::cm::device_gid_index(soft_devices().guid[s->device], 1, sgid);
+	if (idx < 0 || idx > 255)
+		return false;
+	memset(&ah, 0, sizeof(ah));
+	ah.is_global = 1;
+	memcpy(ah.grh.dgid.raw, remote.gid, 16);
+	ah.grh.sgid_index = uint8_t(idx);
+	ah.grh.hop_limit = kRoceHopLimit;
+	ah.port_num = 1;
+	return true;
 }
 
 // ------------------------------------------------------------------ helpers
@@ -662,8 +767,12 @@ void on_message(SoftId *s, const Message &m)
 			RawEvent e = make_event(s, m.status ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_ESTABLISHED,
 						m.status ? -ECONNRESET : 0);
 			set_private(e, m);
-			if (!m.status) {
-				e.ud.ah_attr.dlid = m.port.lid;
+			if (!m.status && is_roce(s->device) && !roce_ah(s, e.ud.ah_attr)) {
+				e.event = RDMA_CM_EVENT_UNREACHABLE;
+				e.status = -EADDRNOTAVAIL;
+			} else if (!m.status) {
+				if (!is_roce(s->device))
+					e.ud.ah_attr.dlid = m.port.lid;
 				e.ud.ah_attr.port_num = 1;
 				e.ud.qp_num = m.qpn;
 				e.ud.qkey = m.qkey;
@@ -953,7 +1062,7 @@ int reserve(SoftId *s, const sockaddr *addr)
 int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 {
 	Port local;
-	if (!port_of_device(s->device, local))
+	if (!local_port(s, local))
 		return EINVAL;
 	bool connected = s->peer_valid;
 	switch (a.qp_state) {
@@ -984,8 +1093,13 @@ int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 		a.dest_qp_num = s->peer.qpn;
 		a.rq_psn = s->peer.psn;
 		memset(&a.ah_attr, 0, sizeof(a.ah_attr));
-		a.ah_attr.dlid = s->peer.port.lid;
-		a.ah_attr.port_num = 1;
+		if (is_roce(s->device)) {
+			if (!roce_ah(s, a.ah_attr))
+				return EADDRNOTAVAIL;
+		} else {
+			a.ah_attr.dlid = s->peer.port.lid;
+			a.ah_attr.port_num = 1;
+		}
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		// Responder attributes for the QPs that answer RDMA READs and
 		// atomics: RC and the XRC target (the kernel's CM does the same).
@@ -1125,25 +1239,34 @@ public:
 		bool mc = is_multicast(dst);
 		int dst_dev = mc ? -1 : device_for(dst);
 		int dev = s->device >= 0 ? s->device : mc ? default_device() : dst_dev;
-		Port p;
-		if (dev < 0 || (!mc && dst_dev < 0) || !port_of_device(dev, p)) {
+		// Multicast is not carried over an sroce device.
+		if (dev < 0 || (!mc && dst_dev < 0) || !have_device(dev) || (mc && is_roce(dev))) {
 			post(s, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
 			return 0;
 		}
-		s->device = dev;
-		s->dst_device = mc ? dev : dst_dev;
 		// Source: the bound address, else the destination's own address
-		// (it is local) with the bound or an ephemeral port.
+		// (a soft device's destinations are local), or over an sroce
+		// device the interface's address towards the destination, with
+		// the bound or an ephemeral port.
 		const sockaddr *bound = reinterpret_cast<const sockaddr *>(&s->addr_src);
 		if (s->st != St::bound || is_wildcard(bound)) {
+			sockaddr_storage src_addr{};
+			if (is_roce(dev) && !roce_source_for(roce_ifname(dev), dst, src_addr)) {
+				post(s, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+				return 0;
+			}
 			uint16_t port = s->st == St::bound ? port_of(bound) : ephemeral_port();
 			memset(&s->addr_src, 0, sizeof(s->addr_src));
-			if (mc)
+			if (is_roce(dev))
+				s->addr_src = src_addr;
+			else if (mc)
 				s->addr_src.ss_family = dst->sa_family; // the wildcard
 			else
 				memcpy(&s->addr_src, dst, sa_len(dst));
 			set_port(reinterpret_cast<sockaddr *>(&s->addr_src), port);
 		}
+		s->device = dev;
+		s->dst_device = mc ? dev : dst_dev;
 		memset(&s->addr_dst, 0, sizeof(s->addr_dst));
 		memcpy(&s->addr_dst, dst, sa_len(dst));
 		s->st = St::addr_resolved;
@@ -1166,8 +1289,8 @@ public:
 	{
 		std::lock_guard<std::recursive_mutex> g(g_lock);
 		Port local, remote;
-		bool have_local = port_of_device(s->device, local);
-		bool have_remote = port_of_device(s->dst_device, remote);
+		bool have_local = local_port(s, local);
+		bool have_remote = remote_port(s, remote);
 		try {
 			if (what == 0 || (what & ov::cm::QUERY_ADDR)) {
 				out.src = s->addr_src;
@@ -1197,6 +1320,12 @@ public:
 				p.pkey = htons(0xffff);
 				p.mtu_selector = 2; // exactly
 				p.mtu = kMtu4096;
+				if (is_roce(s->device)) {
+					// RoCE v2: a global route between the
+					// addresses' GIDs, no LIDs, the interface's MTU.
+					p.hop_limit = kRoceHopLimit;
+					p.mtu = local.mtu;
+				}
 				p.rate_selector = 2;
 				p.rate = 3; // 10 Gb/s
 				p.packet_life_time_selector = 2;
@@ -1221,7 +1350,7 @@ public:
 		if (s->st != St::route_resolved)
 			return EINVAL;
 		Port local;
-		if (!port_of_device(s->device, local))
+		if (!local_port(s, local))
 			return EINVAL;
 		Message m;
 		m.type = s->ud ? MsgType::sidr_req : MsgType::req;
@@ -1322,7 +1451,7 @@ public:
 			return 0;
 		}
 		Port local;
-		if (!port_of_device(s->device, local) || s->cfd < 0)
+		if (!local_port(s, local) || s->cfd < 0)
 			return EINVAL;
 		Message m;
 		m.type = s->ud ? MsgType::sidr_rep : MsgType::rep;
@@ -1427,6 +1556,8 @@ public:
 		std::lock_guard<std::recursive_mutex> g(g_lock);
 		if (s->device < 0)
 			return ENODEV;
+		if (is_roce(s->device))
+			return EOPNOTSUPP; // an sroce device carries no multicast
 		Mcast mc{};
 		mc.uid = mc_uid;
 		mc.handle = g_next_handle++;
@@ -1588,9 +1719,8 @@ void on_request(Source *src, SoftId *l, int fd, const Message &m)
 	sockaddr_of(m.dst, local);
 	sockaddr_of(m.src, remote);
 	int dev = l->device >= 0 ? l->device : device_for(reinterpret_cast<sockaddr *>(&local));
-	Port p;
 	std::unique_ptr<Backend> child;
-	if (dev >= 0 && port_of_device(dev, p)) {
+	if (have_device(dev)) {
 		try {
 			child.reset(new Backend(*src, l->uid, l->ps, l->qp_type));
 		} catch (...) {
@@ -1609,7 +1739,9 @@ void on_request(Source *src, SoftId *l, int fd, const Message &m)
 	s->peer = m;
 	s->peer_valid = !want_ud;
 	if (!want_ud) {
-		s->dst_device = m.port.device;
+		// Over RoCE the peer's device index is its own business: the
+		// route is named by the addresses.
+		s->dst_device = is_roce(dev) ? dev : m.port.device;
 		s->retry = m.retry_count;
 		s->rnr = m.rnr_retry_count;
 		s->resp_res = m.initiator_depth;
@@ -1744,6 +1876,9 @@ bool claims(const sockaddr *addr) noexcept
 		}
 		if (usercm::is_multicast(addr))
 			return true;
+		// An address of (or reached through) an sroce device's interface.
+		if (usercm::roce_device_for(addr) >= 0)
+			return !usercm::kernel_owns(addr);
 		return usercm::is_local_address(addr) && !usercm::kernel_owns(addr);
 	} catch (...) {
 		return false;

@@ -124,7 +124,10 @@ bool endpoint_ok(const Endpoint &e)
 
 bool port_ok(const Port &p)
 {
-	return p.device < 256 && p.lid == p.device + 1 && p.mtu >= 1 && p.mtu <= 5;
+	if (p.device >= kRoceDeviceBase) // sroce<N>: no LID (RoCE addresses by GID)
+		return p.device < kRoceDeviceBase + kMaxRoceDevices && p.lid == 0 && p.mtu >= 1 &&
+		       p.mtu <= 5;
+	return p.lid == p.device + 1 && p.mtu >= 1 && p.mtu <= 5;
 }
 
 bool qpn_ok(uint32_t qpn) { return qpn >= 2 && qpn <= 0xffffff; }

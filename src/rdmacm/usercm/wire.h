@@ -62,10 +62,16 @@ struct Endpoint {
 
 // The sender's side of a connection: enough for the peer to build its
 // QP attributes (RTR/RTS) and the event's parameters.
+// Devices are numbered in one space: soft<N> is N (< 256), the RoCE v2
+// device sroce<N> is kRoceDeviceBase + N.
+inline constexpr uint16_t kRoceDeviceBase = 256;
+inline constexpr uint16_t kMaxRoceDevices = 64; // OPENVERBS_MAX_SOFT_ROCE
+
 struct Port {
-	uint16_t device = 0;  // soft device index (soft<N>), < 256
-	uint16_t lid = 0;     // that device's port LID (index + 1)
-	uint8_t gid[16] = {}; // that device's port GID (index 0)
+	uint16_t device = 0;  // soft<N>: N (< 256); sroce<N>: kRoceDeviceBase + N
+	uint16_t lid = 0;     // soft: the port LID (index + 1); sroce: 0
+	uint8_t gid[16] = {}; // soft: the port GID (index 0); sroce: the GID of
+			      // the sender's address (IPv4-mapped or IPv6)
 	uint8_t mtu = 0;      // enum ibv_mtu of the port, 1..5
 };
 

@@ -69,3 +69,35 @@ TEST(CmAddr, Keys)
 	EXPECT_EQ(addr_key(sa(ip("::"))), "any6");
 	EXPECT_EQ(addr_key(sa(ip("::1"))), "00000000000000000000000000000001");
 }
+
+// RoCE v2 GIDs of addresses (openverbs-roce(7)): IPv4-mapped for IPv4.
+TEST(CmAddr, RoceGids)
+{
+	uint8_t g[16];
+	roce_gid_of(sa(ip("10.231.0.1")), g);
+	const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 231, 0, 1};
+	EXPECT_EQ(memcmp(g, v4, 16), 0);
+	roce_gid_of(sa(ip("::ffff:10.231.0.1")), g);
+	EXPECT_EQ(memcmp(g, v4, 16), 0);
+	roce_gid_of(sa(ip("fd00:231::1")), g);
+	const uint8_t v6[16] = {0xfd, 0, 0x02, 0x31, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	EXPECT_EQ(memcmp(g, v6, 16), 0);
+}
+
+// Which interface serves an address: the owner, else the subnet (the
+// loopback interface holds 127.0.0.1/8).
+TEST(CmAddr, RoceInterfaceOfAnAddress)
+{
+	std::vector<std::string> ifs = {"ovnone0", "lo"};
+	EXPECT_EQ(roce_interface_for(sa(ip("127.0.0.1")), ifs), 1);
+	EXPECT_EQ(roce_interface_for(sa(ip("127.1.2.3")), ifs), 1);
+	EXPECT_EQ(roce_interface_for(sa(ip("192.0.2.1")), ifs), -1);
+	EXPECT_EQ(roce_interface_for(sa(ip("0.0.0.0")), ifs), -1);
+	EXPECT_EQ(roce_interface_for(sa(ip("127.0.0.1")), {"ovnone0"}), -1);
+	sockaddr_storage src;
+	ASSERT_TRUE(roce_source_for("lo", sa(ip("127.1.2.3")), src));
+	EXPECT_EQ(addr_key(sa(src)), "7f000001");
+	EXPECT_FALSE(roce_source_for("ovnone0", sa(ip("127.1.2.3")), src));
+	EXPECT_GE(roce_ib_mtu("lo"), 1);
+	EXPECT_EQ(roce_ib_mtu("ovnone0"), 0);
+}

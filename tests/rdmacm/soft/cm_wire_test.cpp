@@ -202,3 +202,26 @@ TEST(CmWire, SidrFailureCarriesNoQp)
 	m.qkey = 0;
 	EXPECT_FALSE(bytes_of(m).empty());
 }
+
+// An sroce device's port (kRoceDeviceBase + N) has no LID: LID 0 is the only
+// one accepted, and N stays below the number of sroce devices.
+TEST(CmWire, RocePortHasNoLid)
+{
+	Message m = sample(MsgType::req);
+	m.port.device = kRoceDeviceBase + 3;
+	m.port.lid = 0;
+	m.port.mtu = 3;
+	auto b = bytes_of(m);
+	ASSERT_FALSE(b.empty());
+	Message back;
+	ASSERT_EQ(parse(b.data(), b.size(), back), ParseError::ok);
+	EXPECT_EQ(back.port.device, kRoceDeviceBase + 3);
+	EXPECT_EQ(back.port.lid, 0);
+	m.port.lid = kRoceDeviceBase + 4; // a soft device's rule does not apply
+	EXPECT_TRUE(bytes_of(m).empty());
+	m.port.lid = 0;
+	m.port.device = kRoceDeviceBase + kMaxRoceDevices;
+	EXPECT_TRUE(bytes_of(m).empty());
+	b[34] = 1; // LID 1 on the wire
+	EXPECT_EQ(parse_vec(b), ParseError::bad_field);
+}
