@@ -8,7 +8,7 @@ namespace ovsoft {
 struct ibv_ah *soft_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	if (!pd || !attr || attr->port_num != 1 ||
-	    (attr->is_global && attr->grh.sgid_index >= kGidTableLen)) {
+	    (attr->is_global && attr->grh.sgid_index >= kGidPopulated)) {
 		errno = EINVAL;
 		return nullptr;
 	}

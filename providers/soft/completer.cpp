@@ -42,7 +42,8 @@ static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
 // (the cell's ibv_wc, zeroed first); st is the status fill writes.
 template <class Fill>
 static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
-			       enum ibv_wc_status st, Fill fill)
+			       enum ibv_wc_status st, Fill fill, uint64_t tm_tag = 0,
+			       uint32_t tm_priv = 0)
 {
 	if (cq_slot >= kMaxCqs)
 		return EINVAL;
@@ -65,6 +66,8 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	fill(cc->wc);
 	cc->solicited = solicited;
 	cc->purged = 0; // the cell may hold a purged completion of its last turn
+	cc->tm_tag = tm_tag;
+	cc->tm_priv = tm_priv;
 	cc->ts = __atomic_load_n(&c.stamp, __ATOMIC_RELAXED) ? device_clock() : 0;
 	ring_publish(r, cell, pos);
 	if (c.channel_fd < 0)
@@ -85,6 +88,14 @@ int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solici
 	MapUse use; // the CQ ring may be a peer's mapping
 	return cq_push_fill(seg, cq_slot, solicited, wc.status,
 			    [&](struct ibv_wc &out) { out = wc; });
+}
+
+int cq_push_tm(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, uint64_t tag,
+	       uint32_t priv)
+{
+	MapUse use;
+	return cq_push_fill(
+		seg, cq_slot, false, wc.status, [&](struct ibv_wc &out) { out = wc; }, tag, priv);
 }
 
 // The lane of a thread-domain CQ (with the ring) holds `capacity`

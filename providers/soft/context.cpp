@@ -249,6 +249,12 @@ static int soft_query_device_ex(struct ibv_context *context,
 	a.phys_port_cnt_ex = 1;
 	odp_caps(a);
 	a.max_dm_size = kMaxDmSize;
+	// Tag matching on RC QPs (TM SRQs: srq.cpp, responder.cpp).
+	a.tm_caps.max_rndv_hdr_size = kTmMaxRndvHdr;
+	a.tm_caps.max_num_tags = kTmMaxTags;
+	a.tm_caps.flags = IBV_TM_CAP_RC;
+	a.tm_caps.max_ops = kTmMaxOps;
+	a.tm_caps.max_sge = kTmMaxSge;
 	a.completion_timestamp_mask = ~uint64_t(0);
 	a.hca_core_clock = kDeviceClockKhz;
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
@@ -302,6 +308,10 @@ static int hook_query_gid(struct ibv_context *context, uint8_t port, int index, 
 	if (!context || !gid || port != 1 || index < 0 || uint32_t(index) >= kGidTableLen)
 		return EINVAL;
 	SoftContext *ctx = to_sctx(context);
+	if (uint32_t(index) >= kGidPopulated) {
+		memset(gid->raw, 0, sizeof(gid->raw)); // an empty entry
+		return 0;
+	}
 	uint64_t prefix = htobe64(0xfe80000000000000ull);
 	uint64_t guid = htobe64(device_guid(ctx->index));
 	memcpy(gid->raw, &prefix, 8);
@@ -318,6 +328,8 @@ static int hook_query_gid_entry(struct ibv_context *context, uint32_t port, uint
 		return roce_query_gid_entry(to_sctx(context), port, index, entry);
 	if (port != 1 || index >= kGidTableLen)
 		return EINVAL;
+	if (index >= kGidPopulated)
+		return ENODATA; // an empty entry
 	memset(entry, 0, sizeof(*entry));
 	hook_query_gid(context, 1, int(index), &entry->gid);
 	entry->gid_index = index;
@@ -451,6 +463,7 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_recv = soft_post_recv;
 	o.post_send = soft_post_send;
 	o.post_srq_recv = soft_post_srq_recv;
+	o.post_srq_ops = soft_post_srq_ops;
 	o.query_device_ex = soft_query_device_ex;
 	o.advise_mr = soft_advise_mr;
 	o.query_rt_values = soft_query_rt_values;

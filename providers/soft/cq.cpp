@@ -111,7 +111,7 @@ static const uint64_t kSupportedWcFlags =
 	IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 	IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
 	IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-	IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_TM_INFO;
 
 struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 				    struct ibv_cq_init_attr_ex *attr)
@@ -355,6 +355,8 @@ static int ex_load(SoftCq *cq)
 {
 	if (cq->td_mode && lane_poll(&cq->lane, 1, &cq->cur.wc)) {
 		cq->cur.solicited = 0;
+		cq->cur.tm_tag = 0;
+		cq->cur.tm_priv = 0;
 		// Lane cells carry no time: stamped when polled (clock.cpp).
 		cq->cur.ts = cq->stamp ? device_clock() : 0;
 		cq->vcq.cq_ex.status = cq->cur.wc.status;
@@ -397,6 +399,12 @@ static unsigned int ex_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.w
 static uint32_t ex_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.slid; }
 static uint8_t ex_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.sl; }
 static uint8_t ex_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.dlid_path_bits; }
+// The tag and app_ctx of a tag-matching receive (zero on other completions).
+static void ex_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *info)
+{
+	info->tag = ex_cq(c)->cur.tm_tag;
+	info->priv = ex_cq(c)->cur.tm_priv;
+}
 
 static void cq_ex_setup(SoftCq *cq)
 {
@@ -421,6 +429,8 @@ static void cq_ex_setup(SoftCq *cq)
 		x.read_sl = ex_sl;
 	if (cq->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
 		x.read_dlid_path_bits = ex_dlid_path_bits;
+	if (cq->wc_flags & IBV_WC_EX_WITH_TM_INFO)
+		x.read_tm_info = ex_tm_info;
 	x.comp_mask = 0;
 }
 

@@ -222,6 +222,9 @@ struct Msg {
 	uint8_t sl;
 	bool ud;
 	const uint8_t *grh; // UD: 40 bytes, or nullptr
+	// The sending QP (this process's), or nullptr: a rendezvous to a TM SRQ
+	// reads the sender's memory and answers it (deliver_tm).
+	SoftQp *req;
 };
 
 enum DeliverResult { DV_OK, DV_NO_WQE, DV_GONE, DV_LEN_ERR, DV_PROT_ERR };
@@ -231,6 +234,9 @@ enum DeliverResult { DV_OK, DV_NO_WQE, DV_GONE, DV_LEN_ERR, DV_PROT_ERR };
 // d to the error state (RC, UC).
 DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq, const Msg &m,
 		      bool connected);
+// Delivers qp->fin (a rendezvous' FIN, deliver_tm) into qp's own receive
+// queue: after the send completion of the request that asked for it.
+void send_fin(SoftQp *qp);
 // check_rkey for every kind of key (memory windows too), on a snapshot of
 // the key's entry (keys.h).
 bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,

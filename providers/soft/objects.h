@@ -115,6 +115,7 @@ int soft_destroy_srq(struct ibv_srq *ibsrq);
 int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad);
 int soft_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num);
+int soft_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad);
 
 // xrc.cpp
 struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,

@@ -113,6 +113,11 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		errno = EINVAL;
 		return nullptr;
 	}
+	// A tag-matching SRQ serves RC QPs only (tm_caps.flags: IBV_TM_CAP_RC).
+	if (a->srq && to_ssrq(a->srq)->vsrq.srq_type == IBV_SRQT_TM && t != IBV_QPT_RC) {
+		errno = EINVAL;
+		return nullptr;
+	}
 	auto *qp = static_cast<SoftQp *>(calloc(1, sizeof(SoftQp)));
 	if (!qp) {
 		errno = ENOMEM;
@@ -630,7 +635,7 @@ int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1)
 		return EINVAL;
 	if ((mask & IBV_QP_AV) && attr->ah_attr.is_global &&
-	    attr->ah_attr.grh.sgid_index >= kGidTableLen)
+	    attr->ah_attr.grh.sgid_index >= kGidPopulated)
 		return EINVAL;
 
 	// Apply.

@@ -130,6 +130,20 @@ int ring_buf_alloc(SoftPd *pd, uint32_t code, uint64_t bytes, QueueBuf *out)
 	// there is no moment with a hole another thread could take).
 	if (sys_mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != p) {
 		rc = errno;
+		if (rc == EINVAL) {
+			// A mapping that cannot be split at base-page granularity:
+			// the allocator's memory is a hugetlbfs huge page (mmap(2),
+			// MAP_HUGETLB; munmap and MAP_FIXED need huge-page-aligned
+			// ranges there). Peers cannot reach those pages, so the ring
+			// goes to the device's shared arena, as with
+			// IBV_ALLOCATOR_USE_DEFAULT, and the buffer goes back to the
+			// allocator's free function.
+			softlog(2, "queue buffer at %p (%zu bytes) cannot be shared in place "
+				   "(huge pages?): the ring uses the device's arena", p, size);
+			close(fd);
+			pd->free(&pd->pd, pd->pd_context, p, type);
+			return 0;
+		}
 		softlog(2, "cannot back the queue buffer at %p (%zu bytes) with shared pages: %s",
 			p, size, strerror(rc));
 		goto fail;

@@ -298,6 +298,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		m.len = src.len;
 		m.byte_len = uint32_t(src.len);
 		m.opcode = IBV_WC_RECV;
+		m.req = qp;
 		if (w.opcode == IBV_WR_SEND_WITH_IMM)
 			m.wc_flags = IBV_WC_WITH_IMM;
 		KeySnap inv = {};
@@ -315,6 +316,8 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			if (w.opcode == IBV_WR_SEND_WITH_INV)
 				invalidate_window(inv);
 			complete_send(qp, w, IBV_WC_SUCCESS, 0);
+			if (__builtin_expect(qp->fin.due, 0))
+				send_fin(qp);
 			return EX_DONE;
 		case DV_NO_WQE:
 			if (!rc) {

@@ -9,21 +9,392 @@
 #include "engine.h"
 #include "log.h"
 
+#include <infiniband/tm_types.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <endian.h>
 
 namespace ovsoft {
 
 // ------------------------------------------------------------------ delivery
 
+// Whose memory a receive buffer is: the process, its device process slot
+// and the PD its keys must be of (0: any).
+struct RecvOwner {
+	int32_t pid;
+	uint32_t owner;
+	uint32_t pd;
+};
+
+// Places message m into the scatter list sge[0..nsge) of receive buffer
+// owner o (the 40-byte GRH area first on UD): the status of the receive.
+// *gone: the owner's process has exited.
+static enum ibv_wc_status scatter(Segment *seg, const RecvOwner &o, const struct ibv_sge *sge,
+				  uint32_t nsge, const Msg &m, bool *gone)
+{
+	*gone = false;
+	int32_t rpid = o.pid;
+	Iov dst, direct;
+	bool all_direct = true;
+	uint64_t cap = 0;
+	for (uint32_t i = 0; i < nsge; i++) {
+		const struct ibv_sge &s = sge[i];
+		if (!s.length)
+			continue;
+		KeySnap mr;
+		if (!key_read(seg, s.lkey, mr) || mr.kind != KEY_MR ||
+		    mr.owner != o.owner || mr.owner_pid != o.pid ||
+		    (o.pd && mr.pd_id != o.pd) || !key_range_ok(mr, s.addr, s.length) ||
+		    !(mr.access & IBV_ACCESS_LOCAL_WRITE) ||
+		    ((mr.access & IBV_ACCESS_ON_DEMAND) && mr.owner_pid == my_pid() &&
+		     !odp_fault(mr.addr + (s.addr - mr.iova), s.length, true)))
+			return IBV_WC_LOC_PROT_ERR;
+		uint8_t *dp = all_direct ? direct_ptr(mr, s.addr, s.length) : nullptr;
+		if (!dp)
+			all_direct = false;
+		direct.v[dst.n].iov_base = dp;
+		direct.v[dst.n].iov_len = s.length;
+		dst.v[dst.n].iov_base = reinterpret_cast<void *>(mr.addr + (s.addr - mr.iova));
+		dst.v[dst.n].iov_len = s.length;
+		dst.n++;
+		cap += s.length;
+	}
+	uint64_t need = m.len + (m.ud ? 40 : 0);
+	if (need > cap)
+		return IBV_WC_LOC_LEN_ERR;
+	if (!need)
+		return IBV_WC_SUCCESS;
+	// Build the destination list: skip or fill the 40-byte GRH area first.
+	struct iovec src[kMaxSge + 2];
+	int ns = 0;
+	if (all_direct) {
+		direct.n = dst.n;
+		dst = direct;
+		rpid = my_pid();
+	}
+	Iov tgt = dst;
+	if (m.ud) {
+		uint64_t skip = 40;
+		if (m.grh) {
+			src[ns].iov_base = const_cast<uint8_t *>(m.grh);
+			src[ns].iov_len = 40;
+			ns++;
+		} else {
+			// Drop the first 40 bytes of the destination list.
+			int i = 0;
+			while (skip && i < tgt.n) {
+				size_t take = std::min<uint64_t>(skip, tgt.v[i].iov_len);
+				tgt.v[i].iov_base = static_cast<uint8_t *>(tgt.v[i].iov_base) + take;
+				tgt.v[i].iov_len -= take;
+				skip -= take;
+				if (!tgt.v[i].iov_len)
+					i++;
+			}
+			int k = 0;
+			for (int j = i; j < tgt.n; j++)
+				tgt.v[k++] = tgt.v[j];
+			tgt.n = k;
+		}
+	}
+	for (int i = 0; i < m.nsrc; i++)
+		src[ns++] = m.src[i];
+	int rc = move_bytes(rpid, src, ns, tgt.v, tgt.n, true);
+	if (rc == ESRCH) {
+		*gone = true;
+		return IBV_WC_LOC_PROT_ERR;
+	}
+	return rc ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
+}
+
+// The receive completion of m on responder QP dqpn.
+static struct ibv_wc recv_wc(uint64_t wr_id, enum ibv_wc_status st, uint32_t dqpn, const Msg &m)
+{
+	struct ibv_wc wc = {};
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = m.opcode;
+	wc.byte_len = st == IBV_WC_SUCCESS ? uint32_t(m.byte_len + (m.ud ? 40 : 0)) : 0;
+	wc.imm_data = m.imm;
+	wc.qp_num = dqpn;
+	wc.src_qp = m.src_qp;
+	wc.wc_flags = m.wc_flags | ((m.ud && m.grh) ? IBV_WC_GRH : 0);
+	wc.slid = m.slid;
+	wc.sl = m.sl;
+	return wc;
+}
+
+// After a failed receive on responder QP d: a connected QP goes to the
+// error state (the requester sees the remote error).
+static DeliverResult recv_failed(QpEntry &d, enum ibv_wc_status st, bool connected)
+{
+	if (connected) {
+		d.state.store(IBV_QPS_ERR);
+		d.remote_error.store(1);
+		d.error_seq.fetch_add(1);
+	}
+	return st == IBV_WC_LOC_LEN_ERR ? DV_LEN_ERR : DV_PROT_ERR;
+}
+
+// Places m into the next receive WQE of the ring of d or of srq (non-null:
+// completions go to cq_slot) and completes it.
+static DeliverResult deliver_wqe(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *srq,
+				 uint32_t cq_slot, const Msg &m, bool connected)
+{
+	RingHeader *ring = srq ? seg->ring(srq->ring) : seg->ring(d.rq_ring);
+	if (!ring)
+		return DV_GONE;
+	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	if (!ring_pop(ring, buf, sizeof(buf)))
+		return DV_NO_WQE;
+	if (srq)
+		srq_limit_check(seg, *srq, ring);
+	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
+	uint32_t nsge = wqe->num_sge;
+	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
+	if (nsge > fit || nsge > kMaxSge)
+		nsge = 0; // damaged entry: treated as an empty buffer list
+	RecvOwner o = srq ? RecvOwner{srq->owner_pid, srq->owner, srq->pd_id}
+			  : RecvOwner{d.owner_pid, d.owner, d.pd_id};
+	bool gone;
+	enum ibv_wc_status st = scatter(seg, o, wqe->sge, nsge, m, &gone);
+	if (gone)
+		return DV_GONE;
+	cq_push(seg, cq_slot, recv_wc(wqe->wr_id, st, dqpn, m), m.solicited);
+	return st == IBV_WC_SUCCESS ? DV_OK : recv_failed(d, st, connected);
+}
+
+TmList *tm_list(Segment *seg, const SrqEntry &s)
+{
+	uint64_t off = __atomic_load_n(&s.tm_off, __ATOMIC_ACQUIRE);
+	uint64_t lo = seg->hdr->arena_offset;
+	if (!off || off < lo || (off & 7) || off > seg->size || seg->size - off < sizeof(TmList))
+		return nullptr;
+	auto *tl = reinterpret_cast<TmList *>(seg->base + off);
+	uint32_t n = __atomic_load_n(&tl->max_tags, __ATOMIC_RELAXED);
+	if (tl->magic != kTmListMagic || !n || n > kTmMaxTags ||
+	    (seg->size - off - sizeof(TmList)) / sizeof(TmTag) < n)
+		return nullptr;
+	return tl;
+}
+
+// The first n bytes of message m (its source is this process's memory).
+static void msg_head(const Msg &m, uint8_t *out, uint64_t n)
+{
+	for (int i = 0; i < m.nsrc && n; i++) {
+		uint64_t take = std::min<uint64_t>(n, m.src[i].iov_len);
+		memcpy(out, m.src[i].iov_base, take);
+		out += take;
+		n -= take;
+	}
+}
+
+static inline uint64_t be_load64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
+static inline uint32_t be_load32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+// A message to the TM SRQ srq of responder QP d (ibv_create_srq_ex(3),
+// ibv_post_srq_ops(3); the header layouts are struct ibv_tmh and struct
+// ibv_rvh of <infiniband/tm_types.h>). Every completion goes to the SRQ's
+// CQ.
+//  IBV_TMH_NO_TAG: the whole message (header too) into the next ordinary
+//    receive of the SRQ, completed as IBV_WC_TM_NO_TAG.
+//  IBV_TMH_EAGER and IBV_TMH_RNDV whose tag matches a posted entry
+//    ((TMH tag & entry mask) == entry tag; of several the oldest): the
+//    entry is consumed. Eager: the payload after the 16-byte TMH goes to
+//    the entry's buffer; one IBV_WC_TM_RECV completion with the entry's
+//    recv_wr_id, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, the tag and
+//    app_ctx (ibv_wc_read_tm_info), byte_len the payload's length.
+//    Rendezvous: IBV_WC_TM_RECV with IBV_WC_TM_MATCH (tag, app_ctx) at
+//    once; then the device reads the RVH's len bytes at va/rkey from the
+//    sender (the rkey checked as an RDMA READ of the responder QP's peer)
+//    into the entry's buffer, completes IBV_WC_TM_RECV with
+//    IBV_WC_TM_DATA_VALID (byte_len len), and sends the sender a 16-byte
+//    TMH of opcode IBV_TMH_FIN with the tag and app_ctx, which lands in
+//    the sender QP's next receive. Bytes after the 32-byte TMH+RVH are not
+//    delivered. When the read cannot be made (no RVH, a bad key, len larger
+//    than the buffer) the second completion has status
+//    IBV_WC_TM_RNDV_INCOMPLETE and no FIN is sent: the application
+//    completes the protocol itself.
+//  Tagged messages no entry matches are unexpected: counted (see
+//    soft_post_srq_ops), then delivered whole into the next ordinary
+//    receive as IBV_WC_TM_RECV without flags or tag.
+//  Anything else (shorter than a TMH, opcode FIN or unknown): the whole
+//    message into the next ordinary receive as IBV_WC_RECV.
+static DeliverResult deliver_tm(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry &srq,
+				const Msg &m, bool connected)
+{
+	uint32_t cq_slot = srq.cq - 1;
+	TmList *tl = tm_list(seg, srq);
+	if (!tl)
+		return DV_GONE;
+	uint8_t h[32] = {};
+	uint64_t hl = std::min<uint64_t>(m.len, sizeof(h));
+	msg_head(m, h, hl);
+	uint8_t op = hl >= 16 ? h[0] : 0xff;
+	if (op != IBV_TMH_EAGER && op != IBV_TMH_RNDV) {
+		Msg w = m;
+		w.opcode = op == IBV_TMH_NO_TAG ? IBV_WC_TM_NO_TAG : IBV_WC_RECV;
+		return deliver_wqe(seg, d, dqpn, &srq, cq_slot, w, connected);
+	}
+	uint64_t tag = be_load64(h + 8);
+	uint32_t app = be_load32(h + 4);
+	// A rendezvous sends a FIN to the sender: without a receive there it
+	// waits (RNR) before anything is consumed.
+	QpEntry *sq = nullptr;
+	Segment *sseg = m.req ? m.req->ctx->seg : nullptr;
+	if (op == IBV_TMH_RNDV && m.req) {
+		sq = &sseg->hdr->qps[m.req->slot];
+		RingHeader *r = sq->srq ? (sq->srq - 1 < kMaxSrqs
+						   ? sseg->ring(sseg->hdr->srqs[sq->srq - 1].ring)
+						   : nullptr)
+					: sseg->ring(sq->rq_ring);
+		if (r && !ring_count(r))
+			return DV_NO_WQE;
+	}
+	shm_lock(&tl->lock);
+	uint32_t n = std::min(tl->max_tags, kTmMaxTags);
+	TmTag *best = nullptr;
+	for (uint32_t i = 0; i < n; i++) {
+		TmTag &t = tl->tags[i];
+		if (t.state == TAG_POSTED && (tag & t.mask) == t.tag &&
+		    (!best || t.order < best->order))
+			best = &t;
+	}
+	if (!best) {
+		// Unexpected: counted once it is delivered (under the lock, so a
+		// list operation sees the count and the completion agree).
+		Msg w = m;
+		w.opcode = IBV_WC_TM_RECV;
+		DeliverResult r = deliver_wqe(seg, d, dqpn, &srq, cq_slot, w, connected);
+		if (r == DV_OK)
+			tl->unexpected++;
+		shm_unlock(&tl->lock);
+		return r;
+	}
+	TmTag t = *best;
+	best->state = TAG_FREE;
+	shm_unlock(&tl->lock);
+	uint32_t nsge = std::min(t.num_sge, kTmMaxSge);
+	RecvOwner o{srq.owner_pid, srq.owner, srq.pd_id};
+	bool gone;
+	if (op == IBV_TMH_EAGER) {
+		// The payload: the message without its TMH.
+		struct iovec pv[kMaxSge + 2];
+		int np = 0;
+		uint64_t skip = 16;
+		for (int i = 0; i < m.nsrc; i++) {
+			uint64_t l = m.src[i].iov_len;
+			if (skip >= l) {
+				skip -= l;
+				continue;
+			}
+			pv[np].iov_base = static_cast<uint8_t *>(m.src[i].iov_base) + skip;
+			pv[np].iov_len = l - skip;
+			skip = 0;
+			np++;
+		}
+		Msg p = m;
+		p.src = pv;
+		p.nsrc = np;
+		p.len = m.len - 16;
+		p.byte_len = uint32_t(p.len);
+		p.opcode = IBV_WC_TM_RECV;
+		p.wc_flags = m.wc_flags | IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+		enum ibv_wc_status st = scatter(seg, o, t.sge, nsge, p, &gone);
+		if (gone)
+			return DV_GONE;
+		cq_push_tm(seg, cq_slot, recv_wc(t.wr_id, st, dqpn, p), tag, app);
+		return st == IBV_WC_SUCCESS ? DV_OK : recv_failed(d, st, connected);
+	}
+	// Rendezvous: the match first.
+	Msg p = m;
+	p.nsrc = 0;
+	p.len = 0;
+	p.byte_len = 0;
+	p.opcode = IBV_WC_TM_RECV;
+	p.wc_flags = IBV_WC_TM_MATCH;
+	cq_push_tm(seg, cq_slot, recv_wc(t.wr_id, IBV_WC_SUCCESS, dqpn, p), tag, app);
+	// Then the read of the sender's data.
+	enum ibv_wc_status st = IBV_WC_TM_RNDV_INCOMPLETE;
+	uint64_t len = hl >= 32 ? be_load32(h + 28) : 0;
+	if (sq && hl >= 32) {
+		uint64_t va = be_load64(h + 16), sva = 0;
+		uint32_t rkey = be_load32(h + 24);
+		uint8_t *direct = nullptr;
+		if (!len || check_rkey_full(sseg, *sq, m.req->qpn, rkey, va, len,
+					    IBV_ACCESS_REMOTE_READ, &sva, &direct)) {
+			struct iovec sv = {direct ? direct : reinterpret_cast<uint8_t *>(sva),
+					   size_t(len)};
+			// The sender's memory is this process's (a key of the
+			// sender QP's owner, whose thread runs this).
+			p.src = &sv;
+			p.nsrc = len ? 1 : 0;
+			p.len = len;
+			p.byte_len = uint32_t(len);
+			p.wc_flags = IBV_WC_TM_DATA_VALID;
+			if (sq->owner_pid == my_pid()) {
+				st = scatter(seg, o, t.sge, nsge, p, &gone);
+				if (gone)
+					return DV_GONE;
+				if (st != IBV_WC_SUCCESS)
+					st = IBV_WC_TM_RNDV_INCOMPLETE;
+			}
+		}
+	}
+	p.wc_flags = IBV_WC_TM_DATA_VALID;
+	p.byte_len = st == IBV_WC_SUCCESS ? uint32_t(len) : 0;
+	struct ibv_wc wc = recv_wc(t.wr_id, st, dqpn, p);
+	if (st != IBV_WC_SUCCESS)
+		wc.wc_flags = 0;
+	cq_push_tm(seg, cq_slot, wc, 0, 0);
+	if (st != IBV_WC_SUCCESS)
+		return DV_OK; // the application finishes the rendezvous
+	// The FIN to the sender's receive queue, once its request has completed.
+	PendingFin &f = m.req->fin;
+	memset(f.tmh, 0, sizeof(f.tmh));
+	f.tmh[0] = IBV_TMH_FIN;
+	memcpy(f.tmh + 4, h + 4, 12); // app_ctx and tag, as the request had them
+	f.src_qp = dqpn;
+	f.slid = device_lid(seg->index);
+	f.sl = m.sl;
+	f.due = true;
+	return DV_OK;
+}
+
+void send_fin(SoftQp *qp)
+{
+	PendingFin &pf = qp->fin;
+	pf.due = false;
+	struct iovec fv = {pf.tmh, sizeof(pf.tmh)};
+	Msg f = {};
+	f.src = &fv;
+	f.nsrc = 1;
+	f.len = sizeof(pf.tmh);
+	f.byte_len = sizeof(pf.tmh);
+	f.opcode = IBV_WC_RECV;
+	f.src_qp = pf.src_qp;
+	f.slid = pf.slid;
+	f.sl = pf.sl;
+	deliver(qp->ctx->seg, *qp->entry, qp->qpn, nullptr, f, true);
+}
+
 DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq,
 		      const Msg &m, bool connected)
 {
-	RingHeader *ring;
-	uint32_t cq_slot;
 	SrqEntry *srq = nullptr;
+	uint32_t cq_slot;
 	if (xsrq) {
 		srq = xsrq;
 		cq_slot = srq->cq - 1;
@@ -38,118 +409,10 @@ DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq,
 	if (srq) {
 		if (srq->slot.load() != SLOT_LIVE || srq->error.load())
 			return DV_GONE;
-		ring = seg->ring(srq->ring);
-	} else {
-		ring = seg->ring(d.rq_ring);
+		if (__builtin_expect(srq->srq_type == IBV_SRQT_TM, 0))
+			return deliver_tm(seg, d, dqpn, *srq, m, connected);
 	}
-	if (!ring)
-		return DV_GONE;
-	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
-	if (!ring_pop(ring, buf, sizeof(buf)))
-		return DV_NO_WQE;
-	if (srq)
-		srq_limit_check(seg, *srq, ring);
-	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
-	uint32_t nsge = wqe->num_sge;
-	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
-	if (nsge > fit || nsge > kMaxSge)
-		nsge = 0; // damaged entry: treated as an empty buffer list
-	int32_t rpid = srq ? srq->owner_pid : d.owner_pid;
-	uint32_t rowner = srq ? srq->owner : d.owner;
-	uint32_t rpd = srq ? srq->pd_id : d.pd_id;
-	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	Iov dst, direct;
-	bool all_direct = true;
-	uint64_t cap = 0;
-	for (uint32_t i = 0; i < nsge && st == IBV_WC_SUCCESS; i++) {
-		const struct ibv_sge &s = wqe->sge[i];
-		if (!s.length)
-			continue;
-		KeySnap mr;
-		if (!key_read(seg, s.lkey, mr) || mr.kind != KEY_MR ||
-		    mr.owner != rowner || mr.owner_pid != rpid ||
-		    (rpd && mr.pd_id != rpd) || !key_range_ok(mr, s.addr, s.length) ||
-		    !(mr.access & IBV_ACCESS_LOCAL_WRITE) ||
-		    ((mr.access & IBV_ACCESS_ON_DEMAND) && mr.owner_pid == my_pid() &&
-		     !odp_fault(mr.addr + (s.addr - mr.iova), s.length, true))) {
-			st = IBV_WC_LOC_PROT_ERR;
-			break;
-		}
-		uint8_t *dp = all_direct ? direct_ptr(mr, s.addr, s.length) : nullptr;
-		if (!dp)
-			all_direct = false;
-		direct.v[dst.n].iov_base = dp;
-		direct.v[dst.n].iov_len = s.length;
-		dst.v[dst.n].iov_base = reinterpret_cast<void *>(mr.addr + (s.addr - mr.iova));
-		dst.v[dst.n].iov_len = s.length;
-		dst.n++;
-		cap += s.length;
-	}
-	uint64_t need = m.len + (m.ud ? 40 : 0);
-	if (st == IBV_WC_SUCCESS && need > cap)
-		st = IBV_WC_LOC_LEN_ERR;
-	if (st == IBV_WC_SUCCESS && need) {
-		// Build the destination list: skip or fill the 40-byte GRH area first.
-		struct iovec src[kMaxSge + 2];
-		int ns = 0;
-		if (all_direct) {
-			direct.n = dst.n;
-			dst = direct;
-			rpid = my_pid();
-		}
-		Iov tgt = dst;
-		if (m.ud) {
-			uint64_t skip = 40;
-			if (m.grh) {
-				src[ns].iov_base = const_cast<uint8_t *>(m.grh);
-				src[ns].iov_len = 40;
-				ns++;
-			} else {
-				// Drop the first 40 bytes of the destination list.
-				int i = 0;
-				while (skip && i < tgt.n) {
-					size_t take = std::min<uint64_t>(skip, tgt.v[i].iov_len);
-					tgt.v[i].iov_base = static_cast<uint8_t *>(tgt.v[i].iov_base) + take;
-					tgt.v[i].iov_len -= take;
-					skip -= take;
-					if (!tgt.v[i].iov_len)
-						i++;
-				}
-				int k = 0;
-				for (int j = i; j < tgt.n; j++)
-					tgt.v[k++] = tgt.v[j];
-				tgt.n = k;
-			}
-		}
-		for (int i = 0; i < m.nsrc; i++)
-			src[ns++] = m.src[i];
-		int rc = move_bytes(rpid, src, ns, tgt.v, tgt.n, true);
-		if (rc == ESRCH)
-			return DV_GONE;
-		if (rc)
-			st = IBV_WC_LOC_PROT_ERR;
-	}
-	struct ibv_wc wc = {};
-	wc.wr_id = wqe->wr_id;
-	wc.status = st;
-	wc.opcode = m.opcode;
-	wc.byte_len = st == IBV_WC_SUCCESS ? uint32_t(m.byte_len + (m.ud ? 40 : 0)) : 0;
-	wc.imm_data = m.imm;
-	wc.qp_num = dqpn;
-	wc.src_qp = m.src_qp;
-	wc.wc_flags = m.wc_flags | ((m.ud && m.grh) ? IBV_WC_GRH : 0);
-	wc.slid = m.slid;
-	wc.sl = m.sl;
-	cq_push(seg, cq_slot, wc, m.solicited);
-	if (st != IBV_WC_SUCCESS) {
-		if (connected) {
-			d.state.store(IBV_QPS_ERR);
-			d.remote_error.store(1);
-			d.error_seq.fetch_add(1);
-		}
-		return st == IBV_WC_LOC_LEN_ERR ? DV_LEN_ERR : DV_PROT_ERR;
-	}
-	return DV_OK;
+	return deliver_wqe(seg, d, dqpn, srq, cq_slot, m, connected);
 }
 
 // Whether window snapshot m may be used through responder QP dqpn: bound,

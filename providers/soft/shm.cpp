@@ -495,6 +495,11 @@ const char *segment_tables_defect(const SegmentHeader *h)
 			return "SRQ entry: owner out of range";
 		if (ld(r.xrcd) > kMaxXrcds || ld(r.cq) > kMaxCqs)
 			return "SRQ entry: XRC domain or CQ out of range";
+		uint64_t tm = __atomic_load_n(&r.tm_off, __ATOMIC_RELAXED);
+		if (tm && (tm < h->arena_offset || (tm & 7) ||
+			   tm > h->arena_offset + h->arena_size ||
+			   h->arena_offset + h->arena_size - tm < sizeof(TmList)))
+			return "SRQ entry: tag list outside the arena";
 		if (const char *d = ring_loc_defect(h, r.ring))
 			return d;
 	}

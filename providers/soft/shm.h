@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 11;
+inline constexpr uint32_t kLayoutVersion = 12;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -137,13 +137,49 @@ struct SrqEntry {
 	uint32_t srq_type; // enum ibv_srq_type
 	uint32_t pd_id;
 	uint32_t xrcd;     // slot + 1
-	uint32_t cq;       // XRC SRQ: completion queue slot + 1
+	uint32_t cq;       // XRC and TM SRQ: completion queue slot + 1
 	RingLoc ring;
 	uint64_t user_handle;
 	std::atomic<uint32_t> limit; // armed limit, 0 = not armed
 	int32_t async_fd;
 	uint32_t async_ino;
 	std::atomic<uint32_t> error; // the owner destroyed or lost it
+	uint64_t tm_off;   // TM SRQ: arena offset of its TmList, else 0
+};
+
+// ---- Tag matching (IBV_SRQT_TM; srq.cpp posts the list operations,
+// responder.cpp matches arriving messages).
+inline constexpr uint32_t kTmMaxTags = 256;      // ibv_tm_caps.max_num_tags
+inline constexpr uint32_t kTmMaxOps = 256;       // ibv_tm_caps.max_ops
+inline constexpr uint32_t kTmMaxSge = 4;         // ibv_tm_caps.max_sge
+inline constexpr uint32_t kTmMaxRndvHdr = 64;    // ibv_tm_caps.max_rndv_hdr_size
+inline constexpr uint32_t kTmListMagic = 0x544d4c53;
+
+enum TmTagState : uint32_t { TAG_FREE = 0, TAG_POSTED = 1 };
+
+// One entry of a tag-matching list: a receive buffer waiting for the
+// message whose tag it matches (ibv_post_srq_ops(3), IBV_WR_TAG_ADD).
+struct TmTag {
+	uint32_t state;   // TmTagState
+	uint32_t num_sge;
+	uint64_t order;   // when it was added: of several matches the oldest wins
+	uint64_t tag;
+	uint64_t mask;
+	uint64_t wr_id;   // the add's recv_wr_id, reported by its receive
+	struct ibv_sge sge[kTmMaxSge];
+};
+
+// A TM SRQ's list, in the arena (like everything in the segment, data:
+// tm_list in responder.cpp checks it before use). The handle of a tag is
+// its index in tags[].
+struct TmList {
+	uint32_t magic;
+	uint32_t max_tags;   // entries in tags[]
+	ShmMutex lock;       // list operations against deliveries
+	uint32_t unexpected; // tagged messages no entry matched, so far
+	uint32_t sw_count;   // unexpected messages the owner reported handled
+	uint64_t next_order;
+	TmTag tags[];
 };
 
 enum MrKind : uint32_t { KEY_FREE = 0, KEY_MR = 1, KEY_MW = 2 };
@@ -276,6 +312,11 @@ struct CqeCell {
 	// The device clock (clock.cpp) when the completion was written, on CQs
 	// whose CqEntry::stamp is set; 0 otherwise.
 	uint64_t ts;
+	// Tag matching (ibv_wc_read_tm_info): the message's tag and the
+	// TMH's app_ctx, on the receives of a TM SRQ that matched; else 0.
+	uint64_t tm_tag;
+	uint32_t tm_priv;
+	uint32_t pad;
 };
 
 struct Segment {

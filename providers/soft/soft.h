@@ -31,7 +31,14 @@ inline constexpr uint32_t kMaxRdAtom = 128;
 inline constexpr uint64_t kMaxMrSize = 1ull << 40;
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;
 inline constexpr uint32_t kUdMtu = 4096;
-inline constexpr uint32_t kGidTableLen = 1;
+// The port's GID table: kGidTableLen entries (ibv_port_attr.gid_tbl_len),
+// of which only index 0 holds a GID (fe80::<node GUID>); the others are
+// empty, as the unused entries of an HCA's table are: ibv_query_gid reads
+// them as the zero GID, ibv_query_gid_ex fails with ENODATA,
+// ibv_query_gid_table skips them, and an address vector may not name them
+// as its source GID (EINVAL).
+inline constexpr uint32_t kGidTableLen = 16;
+inline constexpr uint32_t kGidPopulated = 1;
 inline constexpr uint32_t kPkeyTableLen = 1;
 // ibv_device_attr.vendor_id (an IEEE OUI for hardware): the bytes 4f 56 53,
 // "OVS" (openverbs soft). Its first octet has the locally administered and
@@ -209,12 +216,14 @@ struct SoftSrq {
 	uint64_t ring_off;   // arena offset of the ring, 0 when ring_buf holds it
 	QueueBuf ring_buf;   // the ring from the parent domain's allocator
 	pthread_mutex_t post_lock;
-	SoftCq *cq;          // XRC SRQ
+	SoftCq *cq;          // XRC and TM SRQ
 	std::atomic<int> users;
 	struct SoftPd *pd;   // counted in pd->users
 	// Rings replaced by a resize (ibv_modify_srq IBV_SRQ_MAX_WR): peers may
 	// still hold them for a moment, so they are freed with the SRQ.
 	struct SrqOldRing *old_rings;
+	uint64_t tm_off;     // TM SRQ: arena offset of its tag list (SrqEntry::tm_off)
+	uint32_t tm_max_ops; // TM SRQ: tm_cap.max_ops it was created with
 };
 
 struct SoftAh {
@@ -265,12 +274,25 @@ struct SoftWr {
 	uint8_t inline_data[kMaxInline];
 };
 
+// The FIN of a rendezvous (tag matching) that this QP's own receive queue
+// is owed: deliver_tm fills it, the requester sends it after the request's
+// send completion, as the responder's reply would follow the
+// acknowledgement (send_fin in responder.cpp).
+struct PendingFin {
+	bool due;
+	uint8_t tmh[16];
+	uint32_t src_qp;
+	uint16_t slid;
+	uint8_t sl;
+};
+
 struct SoftQp {
 	struct verbs_qp vqp;
 	SoftContext *ctx;
 	uint32_t slot;
 	uint32_t qpn;
 	QpEntry *entry;       // this QP's entry in ctx->seg
+	PendingFin fin;
 	enum ibv_qp_type type;
 	SoftCq *scq;
 	SoftCq *rcq;
@@ -492,7 +514,15 @@ void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t 
 // After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
 // to its owner when the armed limit is crossed (completer.cpp).
 void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);
+// The tag-matching list of TM SRQ entry s, mapped in this process, or
+// nullptr when s has none or its locator or header is damaged
+// (responder.cpp).
+TmList *tm_list(Segment *seg, const SrqEntry &s);
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);
+// cq_push of a tag-matching receive: with the message's tag and the TMH's
+// app_ctx (CqeCell::tm_tag, tm_priv; ibv_wc_read_tm_info).
+int cq_push_tm(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, uint64_t tag,
+	       uint32_t priv);
 void async_notify(Segment *seg, int32_t pid, int fd, uint32_t ino, uint64_t element,
 		  uint32_t type);
 uint64_t now_ns();

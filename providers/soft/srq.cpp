@@ -43,22 +43,32 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 		errno = EINVAL;
 		return nullptr;
 	}
-	bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
-	    attr->srq_type != IBV_SRQT_XRC) {
+	bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
+	bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
+	bool tm = typed && attr->srq_type == IBV_SRQT_TM;
+	if (typed && attr->srq_type != IBV_SRQT_BASIC && !xrc && !tm) {
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}
-	if (!pd || (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
-			    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))) {
+	bool has_cq = (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) && attr->cq;
+	if (!pd || (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd || !has_cq)))
+	{
+		errno = EINVAL;
+		return nullptr;
+	}
+	// A tag-matching SRQ (ibv_create_srq_ex(3)): its CQ receives the list
+	// operations' and the receives' completions; tm_cap within tm_caps.
+	if (tm && (!has_cq || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
+		   !attr->tm_cap.max_num_tags || attr->tm_cap.max_num_tags > kTmMaxTags ||
+		   !attr->tm_cap.max_ops || attr->tm_cap.max_ops > kTmMaxOps)) {
 		errno = EINVAL;
 		return nullptr;
 	}
 	// Every object named must belong to this context (an XRCD, PD or CQ of
 	// another device or context is EINVAL, as for a kernel device).
 	struct ibv_context *self = &ctx->vctx.context;
-	if (pd->context != self ||
-	    (xrc && (attr->xrcd->context != self || attr->cq->context != self))) {
+	if (pd->context != self || (xrc && attr->xrcd->context != self) ||
+	    ((xrc || tm) && attr->cq->context != self)) {
 		errno = EINVAL;
 		return nullptr;
 	}
@@ -86,8 +96,22 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 		}
 	uint32_t cap = geo.cap;
 	RingLoc loc{};
-	if (slot < 0 ||
+	uint64_t tm_off = 0;
+	if (tm && slot >= 0) {
+		uint32_t n = attr->tm_cap.max_num_tags;
+		tm_off = arena_alloc(seg, sizeof(TmList) + uint64_t(n) * sizeof(TmTag), seg->my_proc);
+		if (tm_off) {
+			auto *tl = reinterpret_cast<TmList *>(seg->base + tm_off);
+			memset(tl, 0, sizeof(TmList) + uint64_t(n) * sizeof(TmTag));
+			shm_mutex_init(&tl->lock);
+			tl->max_tags = n;
+			tl->magic = kTmListMagic;
+		}
+	}
+	if (slot < 0 || (tm && !tm_off) ||
 	    recv_ring_alloc(seg, geo, srq->ring_buf, &srq->ring_off, &srq->ring, &loc)) {
+		if (tm_off)
+			arena_free(seg, tm_off);
 		shm_unlock(&seg->hdr->lock);
 		queue_buf_free(&srq->ring_buf);
 		free(srq);
@@ -98,10 +122,12 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	e.generation++;
 	e.owner = seg->my_proc;
 	e.owner_pid = self_pid();
-	e.srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	enum ibv_srq_type type = xrc ? IBV_SRQT_XRC : tm ? IBV_SRQT_TM : IBV_SRQT_BASIC;
+	e.srq_type = type;
 	e.pd_id = to_spd(pd)->id;
 	e.xrcd = xrc ? reinterpret_cast<SoftXrcd *>(attr->xrcd)->slot + 1 : 0;
-	e.cq = xrc ? to_scq(attr->cq)->slot + 1 : 0;
+	e.cq = xrc || tm ? to_scq(attr->cq)->slot + 1 : 0;
+	e.tm_off = tm_off;
 	e.ring = loc;
 	e.user_handle = uintptr_t(&srq->vsrq.srq);
 	e.limit.store(a.srq_limit);
@@ -124,13 +150,17 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	s.events_completed = 0;
 	pthread_mutex_init(&s.mutex, nullptr);
 	pthread_cond_init(&s.cond, nullptr);
-	srq->vsrq.srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	srq->vsrq.srq_type = type;
 	srq->vsrq.srq_num = slot + kSrqnBase;
-	if (xrc) {
-		srq->vsrq.xrcd = reinterpret_cast<struct verbs_xrcd *>(attr->xrcd);
+	srq->tm_off = tm_off;
+	srq->tm_max_ops = tm ? attr->tm_cap.max_ops : 0;
+	if (xrc || tm) {
 		srq->vsrq.cq = attr->cq;
 		srq->cq = to_scq(attr->cq);
 		srq->cq->users.fetch_add(1);
+	}
+	if (xrc) {
+		srq->vsrq.xrcd = reinterpret_cast<struct verbs_xrcd *>(attr->xrcd);
 		reinterpret_cast<SoftXrcd *>(attr->xrcd)->users.fetch_add(1);
 	}
 	a.max_wr = cap;
@@ -160,8 +190,9 @@ struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 {
 	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ||
 	    (attr->comp_mask & ~uint32_t(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-					 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ))) {
-		errno = attr && (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ? EOPNOTSUPP : EINVAL;
+					 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
+					 IBV_SRQ_INIT_ATTR_TM))) {
+		errno = EINVAL;
 		return nullptr;
 	}
 	return srq_create(to_sctx(context), attr->pd, attr);
@@ -284,6 +315,8 @@ int soft_destroy_srq(struct ibv_srq *ibsrq)
 	e.slot.store(SLOT_FREE, std::memory_order_release);
 	if (srq->ring_off)
 		arena_free(seg, srq->ring_off);
+	if (srq->tm_off)
+		arena_free(seg, srq->tm_off);
 	for (SrqOldRing *o = srq->old_rings; o; o = o->next)
 		if (o->off)
 			arena_free(seg, o->off);
@@ -346,6 +379,117 @@ int soft_get_srq_num(struct ibv_srq *ibsrq, uint32_t *num)
 	if (!num || srq->vsrq.srq_type != IBV_SRQT_XRC)
 		return EINVAL;
 	*num = srq->vsrq.srq_num;
+	return 0;
+}
+
+} // namespace ovsoft
+
+namespace ovsoft {
+
+// ------------------------------------------------------------------ tag matching
+
+// ibv_post_srq_ops(3) on a TM SRQ: each operation is carried out before the
+// call returns, so no more than one is ever outstanding (tm_cap.max_ops is
+// never exceeded). Completions go to the SRQ's CQ when the operation is
+// IBV_OPS_SIGNALED or fails.
+//  IBV_WR_TAG_ADD: posts a tag entry (tag, mask, recv_wr_id, up to
+//    tm_caps.max_sge scatter entries) and returns its handle in
+//    op->tm.handle. The list is in sync when the unexpected messages the
+//    application reported handled (tm.unexpected_cnt of the last operation
+//    flagged IBV_OPS_TM_SYNC) are all the device found: otherwise a message
+//    the application has not seen yet might be one the new tag should have
+//    matched, so the tag is not posted: IBV_WC_TM_ERR with
+//    IBV_WC_TM_SYNC_REQ (the completion is generated signaled or not).
+//  IBV_WR_TAG_DEL: removes the entry of tm.handle; IBV_WC_TM_ERR when no
+//    tag is posted under that handle (a message consumed it).
+//  IBV_WR_TAG_SYNC: only reports the count; its completion carries
+//    IBV_WC_TM_SYNC_REQ while the counts still differ.
+// Errors (returned, *bad names the operation, nothing after it is done):
+// EINVAL for an SRQ that is not TM, an unknown opcode or flag, a scatter
+// list longer than tm_caps.max_sge, a handle past max_num_tags; ENOMEM when
+// all max_num_tags entries are posted; EIO when the device lost the list.
+int soft_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad)
+{
+	SoftSrq *srq = to_ssrq(ibsrq);
+	struct ibv_ops_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	if (srq->vsrq.srq_type != IBV_SRQT_TM) {
+		*bad = op;
+		return EINVAL;
+	}
+	Segment *seg = to_sctx(ibsrq->context)->seg;
+	SrqEntry &e = seg->hdr->srqs[srq->slot];
+	TmList *tl = tm_list(seg, e);
+	if (!tl) {
+		*bad = op;
+		return EIO;
+	}
+	for (; op; op = op->next) {
+		if ((op->opcode != IBV_WR_TAG_ADD && op->opcode != IBV_WR_TAG_DEL &&
+		     op->opcode != IBV_WR_TAG_SYNC) ||
+		    (op->flags & ~int(IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC)) ||
+		    (op->opcode == IBV_WR_TAG_ADD &&
+		     (op->tm.add.num_sge < 0 || uint32_t(op->tm.add.num_sge) > kTmMaxSge ||
+		      (op->tm.add.num_sge && !op->tm.add.sg_list))) ||
+		    (op->opcode == IBV_WR_TAG_DEL && op->tm.handle >= tl->max_tags)) {
+			*bad = op;
+			return EINVAL;
+		}
+		struct ibv_wc wc = {};
+		wc.wr_id = op->wr_id;
+		wc.status = IBV_WC_SUCCESS;
+		shm_lock(&tl->lock);
+		if (op->flags & IBV_OPS_TM_SYNC)
+			tl->sw_count = op->tm.unexpected_cnt;
+		bool synced = tl->sw_count == tl->unexpected;
+		switch (op->opcode) {
+		case IBV_WR_TAG_ADD: {
+			uint32_t h = 0;
+			while (h < tl->max_tags && tl->tags[h].state != TAG_FREE)
+				h++;
+			if (h == tl->max_tags) {
+				shm_unlock(&tl->lock);
+				*bad = op;
+				return ENOMEM;
+			}
+			op->tm.handle = h;
+			wc.opcode = IBV_WC_TM_ADD;
+			if (!synced) {
+				wc.status = IBV_WC_TM_ERR;
+				wc.wc_flags = IBV_WC_TM_SYNC_REQ;
+				break;
+			}
+			TmTag &t = tl->tags[h];
+			t.num_sge = uint32_t(op->tm.add.num_sge);
+			if (t.num_sge)
+				memcpy(t.sge, op->tm.add.sg_list, t.num_sge * sizeof(struct ibv_sge));
+			t.tag = op->tm.add.tag;
+			t.mask = op->tm.add.mask;
+			t.wr_id = op->tm.add.recv_wr_id;
+			t.order = tl->next_order++;
+			t.state = TAG_POSTED;
+			break;
+		}
+		case IBV_WR_TAG_DEL: {
+			wc.opcode = IBV_WC_TM_DEL;
+			TmTag &t = tl->tags[op->tm.handle];
+			if (t.state == TAG_POSTED)
+				t.state = TAG_FREE;
+			else
+				wc.status = IBV_WC_TM_ERR;
+			break;
+		}
+		default:
+			wc.opcode = IBV_WC_TM_SYNC;
+			if (!synced)
+				wc.wc_flags = IBV_WC_TM_SYNC_REQ;
+			break;
+		}
+		shm_unlock(&tl->lock);
+		if ((op->flags & IBV_OPS_SIGNALED) || wc.status != IBV_WC_SUCCESS)
+			cq_push(seg, srq->cq->slot, wc, false);
+	}
 	return 0;
 }
 

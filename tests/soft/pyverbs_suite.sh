@@ -18,6 +18,13 @@
 # RDMA netlink) tests/trixie/rdma-link-shim.sh stands in for it on PATH
 # (rdma-core 56's suite asks it for every test's set-up).
 #
+# Run by root, it reserves 2 MiB huge pages for the suite's huge-page tests
+# (test_huge_page_traffic, test_odp_rc_huge_*: they skip when none are
+# reserved): OV_PYVERBS_HUGEPAGES (default 8) more than the system has,
+# given back when the run ends (relative, so overlapping runs each give back
+# their own). Without root, or when the kernel cannot find the memory, those
+# tests skip with the suite's reason.
+#
 # Passes when the suite ran and reports no failure and no error. Prints the
 # counts and each skipped test with the suite's reason; the whole log is
 # WORKDIR/pyverbs.log (default: a temporary folder, removed).
@@ -25,8 +32,29 @@ set -u
 if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
   lib=$(cd "$1" && pwd)
   work=${2:-}
-  if [ -z "$work" ]; then work=$(mktemp -d /tmp/ov-pyverbs.XXXXXX); trap 'rm -rf "$work"' EXIT; fi
+  work_tmp=
+  if [ -z "$work" ]; then work=$(mktemp -d /tmp/ov-pyverbs.XXXXXX); work_tmp=$work; fi
   mkdir -p "$work"
+  huge=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+  added=0
+  give_back() {
+    if [ "$added" -gt 0 ]; then
+      back=$(( $(cat "$huge") - added )); [ "$back" -ge 0 ] || back=0
+      echo "$back" > "$huge" || echo "WARN: could not give back $added huge pages ($huge)"
+    fi
+    [ -z "$work_tmp" ] || rm -rf "$work_tmp"
+  }
+  trap give_back EXIT
+  trap 'exit 130' INT TERM
+  want=${OV_PYVERBS_HUGEPAGES:-8}
+  if [ "$(id -u)" = 0 ] && [ -w "$huge" ] && [ "$want" -gt 0 ]; then
+    before=$(cat "$huge")
+    if echo $((before + want)) > "$huge" 2>/dev/null; then
+      added=$(( $(cat "$huge") - before ))
+      [ "$added" -gt 0 ] || added=0
+    fi
+    echo "reserved $added huge pages of 2 MiB for the run (the system had $before)"
+  fi
   src=/usr/share/doc/rdma-core/tests
   [ -f "$src/run_tests.py" ] || { echo "FAIL: rdma-core's tests not installed (python3-pyverbs, tests/deps.sh)"; exit 1; }
   rm -rf "$work/tests" && cp -r "$src" "$work/tests" && find "$work/tests" -name '*.gz' -exec gunzip -f {} +

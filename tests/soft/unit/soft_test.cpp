@@ -255,7 +255,21 @@ TEST(SoftDevice, HooksForGidPkeyAndChannelsReachableFromTheMatchEntry)
 	ibv_device_attr da;
 	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
 	EXPECT_EQ(memcmp(gid.raw + 8, &da.node_guid, 8), 0);
-	EXPECT_EQ(hooks->query_gid(ctx, 1, 1, &gid), EINVAL);
+	// Index 1 is an empty entry of the table (the zero GID, ENODATA from
+	// ibv_query_gid_ex); past the table's end is EINVAL.
+	ibv_port_attr pa;
+	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+	ASSERT_GT(pa.gid_tbl_len, 1);
+	ASSERT_EQ(hooks->query_gid(ctx, 1, 1, &gid), 0);
+	static const ibv_gid zero = {};
+	EXPECT_EQ(memcmp(&gid, &zero, sizeof(gid)), 0);
+	ibv_gid_entry ge;
+	EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 1, &ge, 0), ENODATA);
+	ASSERT_EQ(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0);
+	EXPECT_EQ(ge.gid_type, uint32_t(IBV_GID_TYPE_IB));
+	ibv_gid_entry table[32];
+	EXPECT_EQ(ibv_query_gid_table(ctx, table, 32, 0), 1);
+	EXPECT_EQ(hooks->query_gid(ctx, 1, pa.gid_tbl_len, &gid), EINVAL);
 	EXPECT_EQ(hooks->query_gid(ctx, 2, 0, &gid), EINVAL);
 	__be16 pkey;
 	ASSERT_EQ(hooks->query_pkey(ctx, 1, 0, &pkey), 0);
