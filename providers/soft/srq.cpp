@@ -46,7 +46,8 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 	bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
 	bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
 	bool tm = typed && attr->srq_type == IBV_SRQT_TM;
-	if (typed && attr->srq_type != IBV_SRQT_BASIC && !xrc && !tm) {
+	// A RoCE device's wire transport does not match tags (tm_caps empty).
+	if ((typed && attr->srq_type != IBV_SRQT_BASIC && !xrc && !tm) || (tm && ctx->roce)) {
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}

@@ -512,6 +512,9 @@ static int roce_query_device_ex(struct ibv_context *context,
 	if (attr_size >= offsetof(struct ibv_device_attr_ex, device_cap_flags_ex) +
 				 sizeof(attr->device_cap_flags_ex))
 		attr->device_cap_flags_ex = o.device_cap_flags;
+	// Nor tag matching (the wire's responder does not match tags).
+	if (attr_size >= offsetof(struct ibv_device_attr_ex, tm_caps) + sizeof(attr->tm_caps))
+		memset(&attr->tm_caps, 0, sizeof(attr->tm_caps));
 	return 0;
 }
 
