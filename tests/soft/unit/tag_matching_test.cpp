@@ -163,24 +163,18 @@ struct Tm : public ::testing::Test {
 		return ibv_post_srq_ops(srq, &op, &bad);
 	}
 
-	void post_srq_recv(int i)
+	// Ordinary receive i of the SRQ (wr_id 3000 + i) or of a (4000 + i).
+	void post_srq_recv(int i) { post_ordinary(true, i); }
+	void post_a_recv(int i) { post_ordinary(false, i); }
+	void post_ordinary(bool to_srq, int i)
 	{
-		ibv_sge s = {uintptr_t(srqbuf(i)), 512, mr->lkey};
+		ibv_sge s = {uintptr_t(to_srq ? srqbuf(i) : arecv(i)), to_srq ? 512u : 256u,
+			     mr->lkey};
 		ibv_recv_wr wr = {}, *bad;
-		wr.wr_id = 3000 + i;
+		wr.wr_id = (to_srq ? 3000 : 4000) + i;
 		wr.sg_list = &s;
 		wr.num_sge = 1;
-		ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
-	}
-
-	void post_a_recv(int i)
-	{
-		ibv_sge s = {uintptr_t(arecv(i)), 256, mr->lkey};
-		ibv_recv_wr wr = {}, *bad;
-		wr.wr_id = 4000 + i;
-		wr.sg_list = &s;
-		wr.num_sge = 1;
-		ASSERT_EQ(ibv_post_recv(a, &wr, &bad), 0);
+		ASSERT_EQ(to_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(a, &wr, &bad), 0);
 	}
 
 	// Writes a TMH (and, for a rendezvous, an RVH) at the start of the
