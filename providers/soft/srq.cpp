@@ -427,13 +427,15 @@ int soft_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *op, struct ibv_o
 		return EIO;
 	}
 	for (; op; op = op->next) {
-		if ((op->opcode != IBV_WR_TAG_ADD && op->opcode != IBV_WR_TAG_DEL &&
-		     op->opcode != IBV_WR_TAG_SYNC) ||
+		// The opcode as the integer the caller stored (any value may come).
+		uint32_t opc;
+		memcpy(&opc, &op->opcode, sizeof(opc));
+		if ((opc != IBV_WR_TAG_ADD && opc != IBV_WR_TAG_DEL && opc != IBV_WR_TAG_SYNC) ||
 		    (op->flags & ~int(IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC)) ||
-		    (op->opcode == IBV_WR_TAG_ADD &&
+		    (opc == IBV_WR_TAG_ADD &&
 		     (op->tm.add.num_sge < 0 || uint32_t(op->tm.add.num_sge) > kTmMaxSge ||
 		      (op->tm.add.num_sge && !op->tm.add.sg_list))) ||
-		    (op->opcode == IBV_WR_TAG_DEL && op->tm.handle >= tl->max_tags)) {
+		    (opc == IBV_WR_TAG_DEL && op->tm.handle >= tl->max_tags)) {
 			*bad = op;
 			return EINVAL;
 		}
@@ -444,7 +446,7 @@ int soft_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *op, struct ibv_o
 		if (op->flags & IBV_OPS_TM_SYNC)
 			tl->sw_count = op->tm.unexpected_cnt;
 		bool synced = tl->sw_count == tl->unexpected;
-		switch (op->opcode) {
+		switch (opc) {
 		case IBV_WR_TAG_ADD: {
 			uint32_t h = 0;
 			while (h < tl->max_tags && tl->tags[h].state != TAG_FREE)

@@ -514,7 +514,8 @@ TEST_F(Tm, ListLimitsAndBadOperations)
 	op.opcode = IBV_WR_TAG_DEL;
 	op.tm.handle = 8; // past max_num_tags
 	EXPECT_EQ(ibv_post_srq_ops(srq, &op, &bad), EINVAL);
-	op.opcode = ibv_ops_wr_opcode(9);
+	uint32_t unknown = 9; // stored as the integer an application might pass
+	memcpy(&op.opcode, &unknown, sizeof(unknown));
 	EXPECT_EQ(ibv_post_srq_ops(srq, &op, &bad), EINVAL);
 	op.opcode = IBV_WR_TAG_SYNC;
 	op.flags = 0x100;
