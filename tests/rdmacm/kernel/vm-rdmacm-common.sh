@@ -66,22 +66,8 @@ rdmacm_which() {
   fi
 }
 
-# ov_pair, up to twice more while a run fails with a symptom known to be the
-# device's (RETRY_SYMPTOM, set by the group; the note says so, and the
-# failed runs' logs are kept as NAME.run1.log, NAME.run2.log). Two runs in a
-# row hit siw's race once in a CI run under load (2026-11-25).
-cm_pair() {
-  local name=$1 line run=1
-  line=$(ov_pair "$@")
-  while [ "$run" -lt 3 ] && [[ $line == FAIL* ]] && [ -n "${RETRY_SYMPTOM:-}" ] &&
-     grep -qE -- "$RETRY_SYMPTOM" "$OV_LOGDIR/$name.log"; do
-    cp "$OV_LOGDIR/$name.log" "$OV_LOGDIR/$name.run$run.log"
-    run=$((run + 1))
-    line="$(ov_pair "$@") (run $run: the runs before hit /$RETRY_SYMPTOM/, $RETRY_REASON)"
-  done
-  [[ $line == FAIL* ]] && ov_failed=1
-  echo "$line"
-}
+# cm_pair: ov_pair_retry (tests/vm/lib.sh) with the group's RETRY_SYMPTOM.
+cm_pair() { ov_pair_retry "$@"; }
 
 rdmacm_connected() {
   rdmacm_which

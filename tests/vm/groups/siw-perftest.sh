@@ -5,8 +5,14 @@
 . "$OV_REPO/tests/vm/lib.sh"
 d=$SIW_DEV
 n=${OV_PERFTEST_ITERS:-1000}
+# Under qemu and load siw sometimes flushes the first transfers of a fresh
+# rdma_cm connection (perftest: "Bad wc status -- 5"), with Debian's library
+# as with ours (an installed-system run, 2026-11-25): such a pair runs up to
+# twice more, and the note says so.
+RETRY_SYMPTOM='Bad wc status -- 5 '
+RETRY_REASON="a siw race under qemu, Debian's library shows it too"
 
 for t in ib_write_bw ib_read_bw ib_send_bw; do
-  ov_pair "$t" cm "$t -d $d -R -n $n -F" "$t -d $d -R -n $n -F $SIW_IP"
+  ov_pair_retry "$t" cm "$t -d $d -R -n $n -F" "$t -d $d -R -n $n -F $SIW_IP"
 done
 exit "$ov_failed"

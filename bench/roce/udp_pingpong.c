@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0-only OR Linux-OpenIB
+/*
+ * udp_pingpong: the UDP anchor of bench/roce. Two processes bounce a datagram
+ * of SIZE bytes back and forth over a UDP socket, as ib_write_lat bounces an
+ * RDMA WRITE; the one-way latency of each exchange is half its round trip,
+ * and the client prints the median (perftest's "t_typical") and the average
+ * over ITERS exchanges after WARMUP unmeasured ones.
+ *
+ *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b]          (server)
+ *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] SERVER   (client)
+ *
+ * Both sides spin on recv(MSG_DONTWAIT), as perftest's latency tests spin on
+ * ibv_poll_cq and as the RoCE device reads its socket while the application
+ * polls its CQ; -b waits in a blocking recv() instead (for information).
+ * SERVER is an IPv4 or IPv6 address. The client prints
+ *   udp_pingpong: size S iters N mode busy|blocking median_us M average_us A
+ * Exit status 0 on success, 1 on a socket error or a lost datagram (nothing
+ * for 5 s), 2 on bad arguments.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One datagram of exactly len bytes into buf; -1 after 5 s or on an error. */
+static int receive(int fd, char *buf, size_t len, int blocking,
+		   struct sockaddr_storage *from, socklen_t *fromlen)
+{
+	uint64_t deadline = now_ns() + 5000000000ull;
+	for (;;) {
+		if (from)
+			*fromlen = sizeof(*from);
+		ssize_t n = recvfrom(fd, buf, len, blocking ? 0 : MSG_DONTWAIT,
+				     (struct sockaddr *)from, from ? fromlen : NULL);
+		if (n == (ssize_t)len)
+			return 0;
+		if (n >= 0) {
+			fprintf(stderr, "udp_pingpong: %zd bytes received, %zu expected\n", n, len);
+			return -1;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			perror("udp_pingpong: recv");
+			return -1;
+		}
+		if (now_ns() > deadline) {
+			fprintf(stderr, "udp_pingpong: no datagram for 5 s\n");
+			return -1;
+		}
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	const char *port = "18600";
+	size_t size = 8;
+	long iters = 10000, warmup = 1000;
+	int blocking = 0, opt;
+	while ((opt = getopt(argc, argv, "p:s:n:w:b")) != -1) {
+		switch (opt) {
+		case 'p': port = optarg; break;
+		case 's': size = strtoul(optarg, NULL, 0); break;
+		case 'n': iters = strtol(optarg, NULL, 0); break;
+		case 'w': warmup = strtol(optarg, NULL, 0); break;
+		case 'b': blocking = 1; break;
+		default:
+			fprintf(stderr, "usage: %s [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] [SERVER]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (size == 0 || size > 65507 || iters <= 0 || warmup < 0) {
+		fprintf(stderr, "udp_pingpong: bad size or counts\n");
+		return 2;
+	}
+	const char *server = optind < argc ? argv[optind] : NULL;
+	struct addrinfo hints;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = server ? AF_UNSPEC : AF_INET6;
+	hints.ai_socktype = SOCK_DGRAM;
+	hints.ai_flags = server ? 0 : AI_PASSIVE;
+	struct addrinfo *ai;
+	int rc = getaddrinfo(server, port, &hints, &ai);
+	if (rc) {
+		fprintf(stderr, "udp_pingpong: %s\n", gai_strerror(rc));
+		return 1;
+	}
+	int fd = socket(ai->ai_family, SOCK_DGRAM, 0);
+	if (fd < 0) {
+		perror("udp_pingpong: socket");
+		return 1;
+	}
+	char *buf = calloc(1, size);
+	uint64_t *samples = calloc((size_t)iters, sizeof(*samples));
+	if (!buf || !samples) {
+		fprintf(stderr, "udp_pingpong: out of memory\n");
+		return 1;
+	}
+	long total = warmup + iters;
+	int status = 0;
+	if (!server) {
+		/* The server listens on IPv6's wildcard, which takes IPv4 too. */
+		int off = 0;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen)) {
+			perror("udp_pingpong: bind");
+			return 1;
+		}
+		struct sockaddr_storage peer;
+		socklen_t peerlen;
+		/* The first datagram may wait for the client to start. */
+		for (long i = 0; i < total && !status; i++) {
+			if (receive(fd, buf, size, blocking || i == 0, &peer, &peerlen))
+				status = 1;
+			else if (sendto(fd, buf, size, 0, (struct sockaddr *)&peer, peerlen) !=
+				 (ssize_t)size) {
+				perror("udp_pingpong: send");
+				status = 1;
+			}
+		}
+	} else if (connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+		perror("udp_pingpong: connect");
+		status = 1;
+	} else {
+		double sum = 0;
+		for (long i = 0; i < total && !status; i++) {
+			uint64_t t0 = now_ns();
+			if (send(fd, buf, size, 0) != (ssize_t)size) {
+				perror("udp_pingpong: send");
+				status = 1;
+			} else if (receive(fd, buf, size, blocking, NULL, NULL)) {
+				status = 1;
+			} else if (i >= warmup) {
+				samples[i - warmup] = now_ns() - t0;
+				sum += (double)samples[i - warmup];
+			}
+		}
+		if (!status) {
+			qsort(samples, (size_t)iters, sizeof(*samples), cmp_u64);
+			printf("udp_pingpong: size %zu iters %ld mode %s median_us %.3f average_us %.3f\n",
+			       size, iters, blocking ? "blocking" : "busy",
+			       (double)samples[iters / 2] / 2000.0, sum / (double)iters / 2000.0);
+		}
+	}
+	freeaddrinfo(ai);
+	free(samples);
+	free(buf);
+	close(fd);
+	return status;
+}
