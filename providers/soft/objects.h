@@ -39,7 +39,10 @@ static inline uint32_t next_pow2(uint32_t v)
 	return p;
 }
 
-static inline int32_t self_pid() { return getpid(); }
+// getpid() cached (dma.cpp: refreshed in a child after fork()): object
+// creation records its owner without a system call.
+extern int32_t g_pid;
+static inline int32_t self_pid() { return g_pid; }
 
 // The inode of open file fd, 0 when unknown.
 uint32_t fd_ino(int fd);

@@ -1,5 +1,6 @@
 // openverbs software RDMA device: memory of the queues (see queue_mem.h).
 #include "queue_mem.h"
+#include "engine.h"
 #include "log.h"
 #include "sysmm.h"
 #include "soft.h"
@@ -164,7 +165,7 @@ RingLoc ring_buf_loc(const QueueBuf &b)
 {
 	RingLoc l{};
 	l.kind = RING_MEMFD;
-	l.pid = int32_t(getpid());
+	l.pid = my_pid();
 	l.off = 0;
 	l.memfd = b.memfd;
 	l.memfd_ino = b.memfd_ino;

@@ -216,44 +216,48 @@ int kernel_comp_channel_fd(struct ibv_context *ctx)
 }
 
 // A channel for a context without a kernel device (cmd_fd < 0, e.g. the
-// software device): a pipe opened read-write through /proc, so one fd both
-// receives the provider's ib_uverbs_comp_event_desc records (written to
-// channel->fd) and works with poll/epoll/read like a kernel channel.
-int local_comp_channel_fd()
-{
-	int p[2];
-	if (pipe2(p, O_CLOEXEC))
-		return -1;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	int saved = errno;
-	close(p[0]);
-	close(p[1]);
-	errno = saved;
-	return fd;
-}
+// software device): a pipe. channel->fd is its read end, which works with
+// poll/epoll/read like a kernel channel and receives the provider's
+// ib_uverbs_comp_event_desc records (peers open it for writing by
+// /proc/<pid>/fd/<fd>); the channel keeps the write end open itself, so a
+// blocking read never sees end-of-file. Keeping the writer costs one more
+// descriptor per channel but halves the channel's set-up (reopening the read
+// end O_RDWR through /proc, a path walk, and two more closes cost as much as
+// the pipe itself: rdma_create_qp makes two channels per id).
+struct Channel {
+	struct ibv_comp_channel pub; // what the application sees (first member)
+	int writer;                  // the pipe's write end, -1 for a kernel channel
+};
 
 } // namespace
 
 struct ibv_comp_channel *create_comp_channel(struct ibv_context *ctx) noexcept
 {
-	auto *channel = static_cast<struct ibv_comp_channel *>(calloc(1, sizeof(struct ibv_comp_channel)));
-	if (!channel) {
+	auto *c = static_cast<Channel *>(calloc(1, sizeof(Channel)));
+	if (!c) {
 		errno = ENOMEM;
 		return nullptr;
 	}
-	int fd = kernel_cmd_fd(ctx) ? kernel_comp_channel_fd(ctx) : local_comp_channel_fd();
+	int fd;
+	c->writer = -1;
+	if (kernel_cmd_fd(ctx)) {
+		fd = kernel_comp_channel_fd(ctx);
+	} else {
+		int p[2];
+		fd = pipe2(p, O_CLOEXEC) ? -1 : p[0];
+		if (fd >= 0)
+			c->writer = p[1];
+	}
 	if (fd < 0) {
 		int saved = errno;
-		free(channel);
+		free(c);
 		errno = saved;
 		return nullptr;
 	}
-	channel->context = ctx;
-	channel->fd = fd;
-	channel->refcnt = 0;
-	return channel;
+	c->pub.context = ctx;
+	c->pub.fd = fd;
+	c->pub.refcnt = 0;
+	return &c->pub;
 }
 
 int destroy_comp_channel(struct ibv_comp_channel *channel) noexcept
@@ -264,8 +268,11 @@ int destroy_comp_channel(struct ibv_comp_channel *channel) noexcept
 		pthread_mutex_unlock(&ctx->mutex);
 		return EBUSY; // errno untouched, as rdma-core
 	}
-	close(channel->fd);
-	free(channel);
+	auto *c = reinterpret_cast<Channel *>(channel);
+	close(c->pub.fd);
+	if (c->writer >= 0)
+		close(c->writer);
+	free(c);
 	pthread_mutex_unlock(&ctx->mutex);
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdlib>
@@ -128,6 +129,11 @@ class Source : public EventSource {
 public:
 	int epfd = -1, evfd = -1, tfd = -1;
 	uint64_t armed = 0; // the deadline the timerfd is set to (0: none)
+	// The eventfd holds a count (the channel fd is readable for `ready`).
+	// While next() runs the CM for a reader (dispatching), events it makes
+	// are not signalled one by one: the reader takes the first itself, and
+	// only what is left after that needs the fd readable (next()).
+	bool signalled = false, dispatching = false;
 	std::atomic<int> waiting{0}; // threads inside next()
 	uint64_t keys[2] = {};
 	std::deque<RawEvent> ready;
@@ -222,13 +228,13 @@ bool port_of_device(int index, Port &p)
 }
 
 // Network devices that a kernel RDMA device is bound to (sysfs
-// gid_attrs/ndevs): their addresses belong to the kernel's CM.
-bool kernel_owns(const sockaddr *sa)
+// gid_attrs/ndevs).
+std::vector<std::string> kernel_ndevs()
 {
 	std::vector<std::string> ndevs;
 	DIR *d = opendir("/sys/class/infiniband");
 	if (!d)
-		return false;
+		return ndevs;
 	while (dirent *e = readdir(d)) {
 		if (e->d_name[0] == '.')
 			continue;
@@ -254,7 +260,8 @@ bool kernel_owns(const sockaddr *sa)
 				close(fd);
 				if (n > 0) {
 					name[strcspn(name, "\n")] = 0;
-					ndevs.emplace_back(name);
+					if (std::find(ndevs.begin(), ndevs.end(), name) == ndevs.end())
+						ndevs.emplace_back(name);
 				}
 			}
 			closedir(nd);
@@ -262,28 +269,73 @@ bool kernel_owns(const sockaddr *sa)
 		closedir(pd);
 	}
 	closedir(d);
+	return ndevs;
+}
+
+// The addresses of those network devices (family, 16 address bytes; IPv4
+// in the first 4).
+struct OwnedAddr {
+	int family;
+	uint8_t a[16];
+};
+
+std::vector<OwnedAddr> kernel_owned_addrs()
+{
+	std::vector<OwnedAddr> out;
+	std::vector<std::string> ndevs = kernel_ndevs();
 	if (ndevs.empty())
-		return false;
+		return out;
 	ifaddrs *list = nullptr;
 	if (getifaddrs(&list) != 0)
-		return false;
-	bool owned = false;
-	for (ifaddrs *i = list; i && !owned; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family)
+		return out;
+	for (ifaddrs *i = list; i; i = i->ifa_next) {
+		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
 			continue;
-		bool same = sa->sa_family == AF_INET
-				    ? !memcmp(&reinterpret_cast<const sockaddr_in *>(sa)->sin_addr,
-					      &reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr, 4)
-				    : !memcmp(&reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr,
-					      &reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr)->sin6_addr, 16);
-		if (!same)
+		if (std::find(ndevs.begin(), ndevs.end(), i->ifa_name) == ndevs.end())
 			continue;
-		for (auto &n : ndevs)
-			if (n == i->ifa_name)
-				owned = true;
+		OwnedAddr o{i->ifa_addr->sa_family, {}};
+		if (o.family == AF_INET)
+			memcpy(o.a, &reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr, 4);
+		else
+			memcpy(o.a, &reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr)->sin6_addr, 16);
+		out.push_back(o);
 	}
 	freeifaddrs(list);
-	return owned;
+	return out;
+}
+
+uint64_t now_ns();
+
+// Reading the GID tables is slow (one file per GID: rxe has 1024 per port)
+// and every bind and resolve asks: the answer is kept for a second, so a
+// kernel device or address added later is seen within a second (as the
+// ibacm probe, addrinfo.cpp).
+constexpr uint64_t kKernelAddrsRecheckNs = 1000000000ull;
+std::mutex g_owned_lock;
+std::vector<OwnedAddr> g_owned;   // guarded by g_owned_lock
+uint64_t g_owned_next = 0;        // the time of the next reading (0: never read)
+
+// Whether the address sits on a network device of a kernel RDMA device: it
+// then belongs to the kernel's CM.
+bool kernel_owns(const sockaddr *sa)
+{
+	OwnedAddr want{sa->sa_family, {}};
+	if (want.family == AF_INET)
+		memcpy(want.a, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, 4);
+	else if (want.family == AF_INET6)
+		memcpy(want.a, &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr, 16);
+	else
+		return false;
+	std::lock_guard<std::mutex> g(g_owned_lock);
+	uint64_t now = now_ns();
+	if (!g_owned_next || now >= g_owned_next) {
+		g_owned = kernel_owned_addrs();
+		g_owned_next = now + kKernelAddrsRecheckNs;
+	}
+	for (auto &o : g_owned)
+		if (o.family == want.family && !memcmp(o.a, want.a, 16))
+			return true;
+	return false;
 }
 
 // True when the kernel has any RDMA device (soft devices are not in sysfs).
@@ -432,17 +484,27 @@ void remove_item(Source *src, int fd, uint64_t &key)
 
 void clear_eventfd(Source *src)
 {
+	if (!src->signalled)
+		return;
 	uint64_t x;
 	(void)!read(src->evfd, &x, sizeof(x));
+	src->signalled = false;
+}
+
+void signal_eventfd(Source *src)
+{
+	if (src->signalled)
+		return;
+	uint64_t one = 1;
+	(void)!write(src->evfd, &one, sizeof(one));
+	src->signalled = true;
 }
 
 void push(Source *src, RawEvent &&e)
 {
-	if (src->ready.empty()) {
-		uint64_t one = 1;
-		(void)!write(src->evfd, &one, sizeof(one));
-	}
 	src->ready.push_back(std::move(e));
+	if (!src->dispatching)
+		signal_eventfd(src);
 }
 
 RawEvent make_event(SoftId *s, rdma_cm_event_type type, int status)
@@ -488,6 +550,7 @@ void fill_conn(RawEvent &e, const Message &m)
 // The CM's socket directory, made and checked once per process (and again
 // after a failure: a directory removed meanwhile is made anew).
 std::string g_cm_dir; // guarded by g_lock
+uid_t g_cm_uid;       // the euid g_cm_dir was made for (the peers' uid)
 
 int cm_dir(std::string &out)
 {
@@ -497,7 +560,8 @@ int cm_dir(std::string &out)
 		return 0;
 	}
 	char base[64];
-	snprintf(base, sizeof(base), "/dev/shm/openverbs-%u", unsigned(geteuid()));
+	uid_t uid = geteuid();
+	snprintf(base, sizeof(base), "/dev/shm/openverbs-%u", unsigned(uid));
 	for (const char *d : {"", "/cm"}) {
 		std::string p = std::string(base) + d;
 		if (mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
@@ -505,10 +569,11 @@ int cm_dir(std::string &out)
 		struct stat st;
 		if (lstat(p.c_str(), &st) != 0)
 			return errno;
-		if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077))
 			return EPERM; // not a private directory of ours: never use it
 	}
 	out = checked = std::string(base) + "/cm";
+	g_cm_uid = uid;
 	return 0;
 }
 
@@ -549,11 +614,13 @@ bool ip_family(const sockaddr *sa, socklen_t len)
 		      (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)));
 }
 
+// (Called on sockets of the directory cm_dir() checked: the uid it was
+// checked for is ours.)
 bool peer_is_us(int fd)
 {
 	ucred cr{};
 	socklen_t len = sizeof(cr);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != geteuid()) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != g_cm_uid) {
 		g_foreign.fetch_add(1, std::memory_order_relaxed);
 		return false;
 	}
@@ -830,9 +897,9 @@ void on_message(SoftId *s, const Message &m)
 	case St::connected:
 	case St::rep_rcvd:
 		if (m.type == MsgType::dreq) {
-			Message drep;
-			drep.type = MsgType::drep;
-			send_msg(s->cfd, drep);
+			// No DREP: the sender of a DREQ closes its end right after it
+			// (rdma_disconnect, rdma_destroy_id), so a reply would only
+			// find a closed socket.
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
 			close_conn(s);
@@ -1002,16 +1069,22 @@ int open_to_listener(uint16_t ps, const sockaddr *dst, int &fd_out)
 		sockaddr_un un;
 		if (!fill_un(un, sock_path(dir, ps, port, k)))
 			continue;
-		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return errno;
-		if (::connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un)) == 0) {
+		int rc = ::connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un));
+		if (rc != 0 && errno == EAGAIN) {
+			// The listener's backlog is full: wait for room, as a
+			// blocking connect does (a fresh socket has no other flag).
+			fcntl(fd, F_SETFL, 0);
+			rc = ::connect(fd, reinterpret_cast<sockaddr *>(&un), sizeof(un));
+			fcntl(fd, F_SETFL, O_NONBLOCK);
+		}
+		if (rc == 0) {
 			if (!peer_is_us(fd)) {
 				close(fd);
 				continue;
 			}
-			// A fresh socket has no other status flag to keep.
-			fcntl(fd, F_SETFL, O_NONBLOCK);
 			fd_out = fd;
 			return 0;
 		}
@@ -1790,6 +1863,8 @@ int Source::next(RawEvent &ev, bool block) noexcept
 				ready.pop_front();
 				if (ready.empty())
 					clear_eventfd(this);
+				else
+					signal_eventfd(this); // what dispatching left
 				// Count it for its id (a request counts for the listener).
 				SoftId *s = by_handle(ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? 0 : ev.handle);
 				if (ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -1822,6 +1897,7 @@ int Source::next(RawEvent &ev, bool block) noexcept
 			return errno;
 		}
 		std::lock_guard<std::recursive_mutex> g(g_lock);
+		dispatching = true;
 		for (int i = 0; i < n; i++) {
 			auto it = g_items.find(evs[i].data.u64);
 			if (it == g_items.end())
@@ -1835,6 +1911,9 @@ int Source::next(RawEvent &ev, bool block) noexcept
 			case Item::pending: on_pending_readable(this, evs[i].data.u64); break;
 			}
 		}
+		dispatching = false;
+		if (ready.size() > 1)
+			signal_eventfd(this); // this reader takes the first at once
 	}
 }
 
