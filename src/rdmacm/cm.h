@@ -123,6 +123,10 @@ inline Event *priv(rdma_cm_event *ev) noexcept { return reinterpret_cast<Event *
 // probes AF_IB support. 0, or -1 with errno (ENODEV: no RDMA device).
 int init() noexcept;
 bool af_ib_support() noexcept;
+// Whether an id on a channel with both CMs makes its kernel half lazily
+// (id.cpp, LazyKernelId; on by default). The kernel seam's unit tests turn
+// it off to see CREATE_ID at rdma_create_id, as with the kernel CM alone.
+void set_lazy_kernel_ids(bool on) noexcept;
 int abi_version() noexcept;
 // Binds the id to the device with this GUID/index (ENODEV when none).
 int get_device(Id &id, uint64_t guid, uint32_t index) noexcept;

@@ -9,9 +9,11 @@
 #include <infiniband/ib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <arpa/inet.h>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace ov::cm {
 namespace {
@@ -40,13 +42,133 @@ int choose_backend(Id &id, const sockaddr *addr) noexcept
 	return 0;
 }
 
+// The kernel's half of an id on a channel that has both CMs, made when the
+// id first needs it: rdma_create_id then issues no kernel command, and an
+// id that the software CM takes at bind or resolve (choose_backend) never
+// has one. A refusal of the kernel's CREATE_ID is then the errno of that
+// first call instead of rdma_create_id's.
+class LazyKernelId final : public IdBackend {
+public:
+	LazyKernelId(EventSource &src, uint64_t uid, uint16_t ps, uint8_t qpt) noexcept
+		: src_(&src), uid_(uid), ps_(ps), qpt_(qpt)
+	{
+	}
+	const char *kind() const noexcept override { return "kernel"; }
+	int destroy(uint32_t &reported) noexcept override
+	{
+		reported = 0;
+		return real_ ? real_->destroy(reported) : 0;
+	}
+	int bind_addr(const sockaddr *addr, socklen_t len) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.bind_addr(addr, len); });
+	}
+	int resolve_addr(const sockaddr *src, socklen_t src_len, const sockaddr *dst, socklen_t dst_len,
+			 int timeout_ms) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.resolve_addr(src, src_len, dst, dst_len, timeout_ms); });
+	}
+	int resolve_route(int timeout_ms) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.resolve_route(timeout_ms); });
+	}
+	int query(unsigned what, Route &out) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.query(what, out); });
+	}
+	int init_qp_attr(ibv_qp_attr &attr, int &mask) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.init_qp_attr(attr, mask); });
+	}
+	int connect(const ConnParam &p, const Ece &ece) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.connect(p, ece); });
+	}
+	int listen(int backlog) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.listen(backlog); });
+	}
+	int accept(uint64_t uid, const ConnParam &p, const Ece &ece) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.accept(uid, p, ece); });
+	}
+	int reject(const void *data, uint8_t len, uint8_t reason) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.reject(data, len, reason); });
+	}
+	int disconnect() noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.disconnect(); });
+	}
+	int notify(uint32_t event) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.notify(event); });
+	}
+	int join(uint64_t mc_uid, const sockaddr *addr, socklen_t len, uint16_t join_flags,
+		 uint32_t &mc_handle) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.join(mc_uid, addr, len, join_flags, mc_handle); });
+	}
+	int leave(uint32_t mc_handle, uint32_t &reported) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.leave(mc_handle, reported); });
+	}
+	int set_option(uint32_t level, uint32_t name, void *val, size_t len) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.set_option(level, name, val, len); });
+	}
+	int migrate(EventSource &to, uint32_t &reported) noexcept override
+	{
+		if (real_)
+			return real_->migrate(to, reported);
+		reported = 0;
+		src_ = &to; // nothing made yet: the id is made on the new channel
+		return 0;
+	}
+	int write_event(uint32_t event, int32_t status, uint64_t arg) noexcept override
+	{
+		return fwd([&](IdBackend &b) { return b.write_event(event, status, arg); });
+	}
+
+private:
+	template <class F> int fwd(F call) noexcept
+	{
+		if (!real_) {
+			int err = 0;
+			real_ = kernel::create_id(*src_, uid_, ps_, qpt_, err);
+			if (!real_)
+				return err ? err : ENOMEM;
+		}
+		return call(*real_);
+	}
+	EventSource *src_;
+	uint64_t uid_;
+	uint16_t ps_;
+	uint8_t qpt_;
+	std::unique_ptr<IdBackend> real_;
+};
+
+std::atomic<bool> g_lazy_kernel_ids{true};
+
 std::unique_ptr<IdBackend> make_backend(Channel &ch, uint64_t uid, uint16_t ps, uint8_t qpt,
 					int &err) noexcept
 {
+	if (ch.kernel && ch.soft && g_lazy_kernel_ids.load(std::memory_order_relaxed)) {
+		auto *lazy = new (std::nothrow) LazyKernelId(*ch.kernel, uid, ps, qpt);
+		if (!lazy)
+			err = ENOMEM;
+		return std::unique_ptr<IdBackend>(lazy);
+	}
 	if (ch.kernel)
 		return kernel::create_id(*ch.kernel, uid, ps, qpt, err);
 	return soft::create_id(*ch.soft, uid, ps, qpt, err);
 }
+
+} // namespace
+
+void set_lazy_kernel_ids(bool on) noexcept { g_lazy_kernel_ids.store(on, std::memory_order_relaxed); }
+
+namespace {
 
 // A backend result (0 or errno) in the API's convention.
 int be_ret(int err) noexcept { return seterr(err); }

@@ -20,6 +20,7 @@
 
 namespace ov::cm {
 bool af_ib_support() noexcept;
+void set_lazy_kernel_ids(bool on) noexcept;
 }
 
 namespace {
@@ -67,6 +68,9 @@ protected:
 		f().events.clear();
 		f().events_reported = 0;
 		f().node_guid = 0;
+		// These tests check each command at the call that issues it
+		// (CREATE_ID at rdma_create_id), as with the kernel CM alone.
+		ov::cm::set_lazy_kernel_ids(false);
 		ch = rdma_create_event_channel();
 		ASSERT_NE(ch, nullptr);
 		kfd = f().last_fd; // the channel's kernel CM fd (ch->fd may be an epoll set)
@@ -105,6 +109,34 @@ TEST_F(Ucma, CreateAndDestroyId)
 	EXPECT_EQ(id->qp_type, IBV_QPT_RC);
 	EXPECT_EQ(rdma_destroy_id(id), 0);
 	EXPECT_EQ(only(fake::DESTROY_ID), fake::destroy_id(h));
+}
+
+// With software devices on, a channel has both CMs: an id's kernel half is
+// made by the first call that needs it, so an id the software CM takes (or
+// one destroyed unused) never costs a kernel command.
+TEST_F(Ucma, KernelIdIsMadeByItsFirstKernelCommand)
+{
+	ov::cm::set_lazy_kernel_ids(true);
+	rdma_cm_id *unused, *id;
+	ASSERT_EQ(rdma_create_id(ch, &unused, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+	EXPECT_EQ(rdma_destroy_id(unused), 0);
+	ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+	EXPECT_TRUE(f().of(fake::CREATE_ID).empty());
+	EXPECT_TRUE(f().of(fake::DESTROY_ID).empty());
+	uint32_t h = f().next_id;
+	sockaddr_in dst = ip4("10.77.0.2", 20000); // not an address of this host
+	ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&dst), 2000), 0)
+		<< strerror(errno);
+	EXPECT_EQ(only(fake::CREATE_ID),
+		  fake::create_id(reinterpret_cast<uintptr_t>(id), RDMA_PS_TCP, IBV_QPT_RC));
+	if (!ov::cm::af_ib_support())
+		EXPECT_EQ(only(fake::RESOLVE_IP),
+			  fake::resolve_ip(h, nullptr, 0, reinterpret_cast<sockaddr *>(&dst), sizeof(dst), 2000));
+	else
+		EXPECT_EQ(f().of(fake::RESOLVE_ADDR).size(), 1u);
+	EXPECT_EQ(rdma_destroy_id(id), 0);
+	EXPECT_EQ(only(fake::DESTROY_ID), fake::destroy_id(h));
+	ov::cm::set_lazy_kernel_ids(false);
 }
 
 TEST_F(Ucma, UdpAndIpoibIdsAreUd)
