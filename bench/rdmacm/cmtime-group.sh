@@ -1,0 +1,92 @@
+#!/bin/bash
+# Test-bed group of the connection set-up benchmark (issue 13). Not picked up
+# by the normal test-bed runs: bench/rdmacm/cmtime-vm.sh passes it with
+# --group.
+#
+# Debian's cmtime (rdmacm-utils, unmodified) in one guest, BENCH_ROUNDS
+# rounds (default 3) of, in turn:
+#   soft0        our librdmacm + libibverbs, RDMAV_SOFT_DEVICES=1, 127.0.0.1
+#                (the software CM in user space);
+#   rxe0-debian  Debian's libraries on rxe0 ($RXE_IP): the kernel's CM, the
+#                anchor;
+#   rxe0-ours    our libraries on rxe0 (kernel CM through our library), for
+#                information.
+# Each run is a server (cmtime -b ADDR -p PORT) and a client making
+# BENCH_CONNECTIONS (default 100) connections (cmtime -s ADDR -p PORT -c N);
+# the client's table gives microseconds per connection for every step.
+# Writes "CONFIG ROUND STEP US_PER_CONN" lines to $OV_LOGDIR/numbers.txt
+# (STEP: create_id resolve_addr resolve_route create_qp connect disconnect
+# destroy); cmtime-vm.sh prints the table. A result line is PASS when the
+# measurement itself succeeded; the targets are judged by cmtime-vm.sh.
+. "$OV_REPO/tests/vm/lib.sh"
+ov_require_ours "compares the software device with rxe0"
+if ! mountpoint -q /dev/shm 2>/dev/null; then
+  mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+fi
+rounds=${BENCH_ROUNDS:-3}
+conns=${BENCH_CONNECTIONS:-100}
+numbers=$OV_LOGDIR/numbers.txt
+: >"$numbers"
+port=7600
+
+# cfg_env CONFIG: the env(1) command line that selects the configuration's
+# libraries and devices (an array, so that "CMD &" stays one process: $! is
+# then timeout(1), whose child is cmtime, as ov_wait_listen expects).
+cfg_env() {
+  case $1 in
+    soft0) pre=(env -u LD_PRELOAD LD_LIBRARY_PATH="$OV_LIB_DIR" RDMAV_SOFT_DEVICES=1) ;;
+    rxe0-ours) pre=(env -u LD_PRELOAD -u RDMAV_SOFT_DEVICES LD_LIBRARY_PATH="$OV_LIB_DIR") ;;
+    *) pre=(env -u LD_LIBRARY_PATH -u LD_PRELOAD -u RDMAV_SOFT_DEVICES) ;;
+  esac
+}
+
+# The server listens: on soft0 its CM socket exists, on rxe0 the kernel
+# lists its listening cm_id.
+wait_server() {
+  local cfg=$1 pid=$2 i
+  if [ "$cfg" != soft0 ]; then ov_wait_listen cm "$pid"; return; fi
+  for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    ls "/dev/shm/openverbs-$(id -u)/cm/" 2>/dev/null | grep -q -- "^tcp-$port-" && return 0
+    ov_sleep 0.1
+  done
+  return 1
+}
+
+# one CONFIG ROUND: one server/client pair; its steps into numbers.txt.
+one() {
+  local cfg=$1 r=$2 addr log t0 spid rc pre
+  cfg_env "$cfg"
+  port=$((port + 1))
+  [ "$cfg" = soft0 ] && addr=127.0.0.1 || addr=$RXE_IP
+  log=$OV_LOGDIR/cmtime-$cfg-$r.log; t0=$(ov_now)
+  echo "+ server: cmtime -b $addr -p $port ($cfg)" >"$log"
+  "${pre[@]}" timeout -k 5 "$OV_TEST_TIMEOUT" cmtime -b "$addr" -p "$port" >"$log.server" 2>&1 &
+  spid=$!
+  if ! wait_server "$cfg" "$spid"; then
+    kill "$spid" 2>/dev/null; wait "$spid"
+    cat "$log.server" >>"$log"; rm -f "$log.server"
+    ov_result FAIL "cmtime-$cfg-$r" "$t0" "(server never listened: $(ov_tail "$log"))"
+    return
+  fi
+  echo "+ client: cmtime -s $addr -p $port -c $conns" >>"$log"
+  "${pre[@]}" timeout -k 5 "$OV_TEST_TIMEOUT" cmtime -s "$addr" -p "$port" -c "$conns" >>"$log" 2>&1
+  rc=$?
+  kill "$spid" 2>/dev/null; wait "$spid"
+  { echo "+ server output:"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
+  # "create id    :   total   max   min   us/conn": the last column.
+  awk -v c="$cfg" -v r="$r" -F: '
+    /^(create id|resolve addr|resolve route|create qp|connect|disconnect|destroy) *:/ {
+      s = $1; sub(/ +$/, "", s); gsub(/ /, "_", s); n = split($2, f, " "); print c, r, s, f[n] }' \
+    "$log" >>"$numbers"
+  if [ "$rc" = 0 ] && [ "$(grep -c "^$cfg $r " "$numbers")" = 7 ]; then
+    ov_result PASS "cmtime-$cfg-$r" "$t0"
+  else
+    ov_result FAIL "cmtime-$cfg-$r" "$t0" "(exit $rc: $(ov_tail "$log"))"
+  fi
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  for cfg in soft0 rxe0-debian rxe0-ours; do one "$cfg" "$r"; done
+done
+exit "$ov_failed"

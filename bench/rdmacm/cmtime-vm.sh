@@ -1,0 +1,68 @@
+#!/bin/bash
+# Connection set-up, software CM versus the kernel's (issue 13): Debian's
+# cmtime on soft0 (our librdmacm, the CM in user space) beside the same
+# program on rxe0 with Debian's libraries (the kernel's CM, the anchor) and
+# on rxe0 with ours, in one guest of the qemu test bed (tests/vm), rounds
+# alternating (bench/rdmacm/cmtime-group.sh). Prints microseconds per
+# connection for every step (median of the rounds, and every round), and
+# rxe0/soft0; target: soft0 at least 10x faster than rxe0 (Debian's
+# libraries) in every step.
+#
+#   bench/rdmacm/cmtime-vm.sh [BUILD_DIR]      (default: build)
+#   bench/rdmacm/cmtime-vm.sh --report BUILD_DIR/vm-results/<run>  (table only)
+#
+# Builds nothing: needs BUILD_DIR/lib (cmake --build BUILD_DIR --target
+# rdmacm ibverbs soft_provider). The build tree must be visible to the guest
+# (not under /tmp or /run). Environment: BENCH_ROUNDS (3),
+# BENCH_CONNECTIONS (100), VM_BENCH_TIMEOUT (whole guest, s, 1800),
+# VM_BENCH_TEST_TIMEOUT (per program, s, 300).
+# Exit status: 0 targets met, 1 a target not met, 2 no measurement.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+group=$here/cmtime-group.sh
+name=$(basename "$group" .sh)
+log=$(mktemp /tmp/ov-bench-cmtime.XXXXXX)
+trap 'rm -f "$log"' EXIT
+if [ "${1:-}" = --report ]; then
+  res=$(cd "${2:?--report needs a vm-results run folder}" && pwd)
+else
+  B=${1:-$repo/build}
+  [ -d "$B" ] || { echo "bench-cmtime: no build directory $B" >&2; exit 2; }
+  B=$(cd "$B" && pwd)
+  for f in "$B/lib/librdmacm.so.1" "$B/lib/libibverbs.so.1"; do
+    [ -e "$f" ] || { echo "bench-cmtime: $f is missing (cmake --build $B --target rdmacm ibverbs soft_provider)" >&2; exit 2; }
+  done
+  case $B in /tmp/*|/run/*) echo "bench-cmtime: the guest cannot see $B (under /tmp or /run)" >&2; exit 2 ;; esac
+  export BENCH_ROUNDS=${BENCH_ROUNDS:-3} BENCH_CONNECTIONS=${BENCH_CONNECTIONS:-100}
+  "$repo/tests/vm/run.sh" --build-dir "$B" --lib "$B/lib" --group "$group" \
+    --timeout "${VM_BENCH_TIMEOUT:-1800}" --test-timeout "${VM_BENCH_TEST_TIMEOUT:-300}" 2>&1 | tee "$log"
+  res=$(sed -n 's/^vm: results in //p' "$log" | tail -n1)
+fi
+num=$res/logs/$name/numbers.txt
+if [ -z "$res" ] || [ ! -s "$num" ]; then
+  echo "bench-cmtime: the guest produced no numbers (${res:-no results folder})" >&2; exit 2
+fi
+# med CONFIG STEP: the median over the rounds; all CONFIG STEP: every round.
+med() {
+  awk -v c="$1" -v s="$2" '$1 == c && $3 == s { print $4 }' "$num" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+all() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { printf "%s%s", sep, $4; sep = " " }' "$num"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.1f", a / b }'; }
+rounds=$(awk '{ print $2 }' "$num" | sort -u | wc -l)
+echo "cmtime, us per connection (median of $rounds rounds, $(grep -h -m1 -o 'cmtime -s [^ ]* -p [0-9]* -c [0-9]*' "$res/logs/$name/cmtime-soft0-1.log" 2>/dev/null | awk '{print $NF}') connections); results $res"
+printf '%-14s %10s %12s %10s %12s %10s  %s\n' step soft0 rxe0-debian "rxe/soft" rxe0-ours "rxe/soft" "target rxe0-debian/soft0 >= 10"
+met=1
+for s in create_id resolve_addr resolve_route create_qp connect disconnect destroy; do
+  a=$(med soft0 $s); b=$(med rxe0-debian $s); c=$(med rxe0-ours $s)
+  r=$(ratio "$b" "$a")
+  v=$(awk -v r="$r" 'BEGIN { print (r != "-" && r >= 10) ? "met" : "NOT met" }')
+  [ "$v" = met ] || met=0
+  printf '%-14s %10s %12s %10s %12s %10s  %s\n' "$s" "${a:-?}" "${b:-?}" "$r" "${c:-?}" "$(ratio "$c" "$a")" "$v"
+done
+echo "every round (us/conn):"
+for s in create_id resolve_addr resolve_route create_qp connect disconnect destroy; do
+  printf '  %-14s soft0 [%s]  rxe0-debian [%s]  rxe0-ours [%s]\n' "$s" "$(all soft0 $s)" "$(all rxe0-debian $s)" "$(all rxe0-ours $s)"
+done
+[ "$met" = 1 ] && exit 0 || exit 1
