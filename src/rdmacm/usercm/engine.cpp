@@ -227,14 +227,31 @@ bool port_of_device(int index, Port &p)
 	return true;
 }
 
-// Network devices that a kernel RDMA device is bound to (sysfs
-// gid_attrs/ndevs).
-std::vector<std::string> kernel_ndevs()
+// The network devices in the GID tables of the kernel's RDMA ports (sysfs
+// ports/*/gid_attrs/ndevs/N). all == false reads only entry 0 of each port:
+// the port's own network device (the kernel keeps a RoCE port's default GID
+// there; an iWARP port has that one entry). all == true reads every entry
+// (rxe has 1024 per port): the others name upper devices (VLAN, bond,
+// macvlan) of the port's network device.
+std::vector<std::string> kernel_ndevs(bool all)
 {
 	std::vector<std::string> ndevs;
 	DIR *d = opendir("/sys/class/infiniband");
 	if (!d)
 		return ndevs;
+	auto add = [&](const std::string &file) {
+		char name[64] = {};
+		int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		ssize_t n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (n > 0) {
+			name[strcspn(name, "\n")] = 0;
+			if (std::find(ndevs.begin(), ndevs.end(), name) == ndevs.end())
+				ndevs.emplace_back(name);
+		}
+	};
 	while (dirent *e = readdir(d)) {
 		if (e->d_name[0] == '.')
 			continue;
@@ -246,24 +263,16 @@ std::vector<std::string> kernel_ndevs()
 			if (p->d_name[0] == '.')
 				continue;
 			std::string dir = ports + "/" + p->d_name + "/gid_attrs/ndevs";
+			if (!all) {
+				add(dir + "/0");
+				continue;
+			}
 			DIR *nd = opendir(dir.c_str());
 			if (!nd)
 				continue;
-			while (dirent *g = readdir(nd)) {
-				if (g->d_name[0] == '.')
-					continue;
-				char name[64] = {};
-				int fd = open((dir + "/" + g->d_name).c_str(), O_RDONLY | O_CLOEXEC);
-				if (fd < 0)
-					continue;
-				ssize_t n = read(fd, name, sizeof(name) - 1);
-				close(fd);
-				if (n > 0) {
-					name[strcspn(name, "\n")] = 0;
-					if (std::find(ndevs.begin(), ndevs.end(), name) == ndevs.end())
-						ndevs.emplace_back(name);
-				}
-			}
+			while (dirent *g = readdir(nd))
+				if (g->d_name[0] != '.')
+					add(dir + "/" + g->d_name);
 			closedir(nd);
 		}
 		closedir(pd);
@@ -272,70 +281,86 @@ std::vector<std::string> kernel_ndevs()
 	return ndevs;
 }
 
-// The addresses of those network devices (family, 16 address bytes; IPv4
-// in the first 4).
-struct OwnedAddr {
-	int family;
-	uint8_t a[16];
-};
-
-std::vector<OwnedAddr> kernel_owned_addrs()
-{
-	std::vector<OwnedAddr> out;
-	std::vector<std::string> ndevs = kernel_ndevs();
-	if (ndevs.empty())
-		return out;
-	ifaddrs *list = nullptr;
-	if (getifaddrs(&list) != 0)
-		return out;
-	for (ifaddrs *i = list; i; i = i->ifa_next) {
-		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-			continue;
-		if (std::find(ndevs.begin(), ndevs.end(), i->ifa_name) == ndevs.end())
-			continue;
-		OwnedAddr o{i->ifa_addr->sa_family, {}};
-		if (o.family == AF_INET)
-			memcpy(o.a, &reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr, 4);
-		else
-			memcpy(o.a, &reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr)->sin6_addr, 16);
-		out.push_back(o);
-	}
-	freeifaddrs(list);
-	return out;
-}
-
 uint64_t now_ns();
 
-// Reading the GID tables is slow (one file per GID: rxe has 1024 per port)
-// and every bind and resolve asks: the answer is kept for a second, so a
-// kernel device or address added later is seen within a second (as the
-// ibacm probe, addrinfo.cpp).
-constexpr uint64_t kKernelAddrsRecheckNs = 1000000000ull;
-std::mutex g_owned_lock;
-std::vector<OwnedAddr> g_owned;   // guarded by g_owned_lock
-uint64_t g_owned_next = 0;        // the time of the next reading (0: never read)
+// The full tables are slow to read and every bind and resolve may ask: they
+// are read at most once a second (as the ibacm probe, addrinfo.cpp), so a
+// kernel device or GID added later is seen within a second.
+constexpr uint64_t kGidTablesRecheckNs = 1000000000ull;
+std::mutex g_ndevs_lock;
+std::vector<std::string> g_all_ndevs; // guarded by g_ndevs_lock
+uint64_t g_all_ndevs_next = 0;        // the time of the next reading (0: never read)
 
-// Whether the address sits on a network device of a kernel RDMA device: it
-// then belongs to the kernel's CM.
+// The network device that holds the address ("lo" for loopback), or "".
+std::string ndev_of(const sockaddr *sa)
+{
+	int family = sa->sa_family;
+	const void *want = family == AF_INET
+				   ? static_cast<const void *>(&reinterpret_cast<const sockaddr_in *>(sa)->sin_addr)
+				   : static_cast<const void *>(&reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr);
+	size_t len = family == AF_INET ? 4 : 16;
+	static const uint8_t loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	if ((family == AF_INET && static_cast<const uint8_t *>(want)[0] == 127) ||
+	    (family == AF_INET6 && !memcmp(want, loop6, 16)))
+		return "lo";
+	ifaddrs *list = nullptr;
+	if (getifaddrs(&list) != 0)
+		return "";
+	std::string name;
+	for (ifaddrs *i = list; i && name.empty(); i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != family)
+			continue;
+		const void *have =
+			family == AF_INET
+				? static_cast<const void *>(&reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr)
+				: static_cast<const void *>(&reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr)->sin6_addr);
+		if (!memcmp(have, want, len))
+			name = i->ifa_name;
+	}
+	freeifaddrs(list);
+	return name;
+}
+
+// Whether the network device is stacked on another (sysfs lower_* links:
+// VLAN, macvlan, bond master): only such a device can be in a port's GID
+// table without being the port's own.
+bool has_lower(const std::string &ndev)
+{
+	DIR *d = opendir(("/sys/class/net/" + ndev).c_str());
+	if (!d)
+		return false;
+	bool lower = false;
+	while (dirent *e = readdir(d))
+		lower = lower || !strncmp(e->d_name, "lower_", 6);
+	closedir(d);
+	return lower;
+}
+
+// Whether the address sits on a network device in a kernel RDMA port's GID
+// table: it then belongs to the kernel's CM. The ports' own devices are
+// read each time (one file per port); the full tables only for a stacked
+// device.
 bool kernel_owns(const sockaddr *sa)
 {
-	OwnedAddr want{sa->sa_family, {}};
-	if (want.family == AF_INET)
-		memcpy(want.a, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, 4);
-	else if (want.family == AF_INET6)
-		memcpy(want.a, &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr, 16);
-	else
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
 		return false;
-	std::lock_guard<std::mutex> g(g_owned_lock);
+	std::vector<std::string> own = kernel_ndevs(false);
+	if (own.empty())
+		return false; // no kernel RDMA device with a network device
+	std::string ndev = ndev_of(sa);
+	if (ndev.empty())
+		return false;
+	if (std::find(own.begin(), own.end(), ndev) != own.end())
+		return true;
+	if (!has_lower(ndev))
+		return false;
+	std::lock_guard<std::mutex> g(g_ndevs_lock);
 	uint64_t now = now_ns();
-	if (!g_owned_next || now >= g_owned_next) {
-		g_owned = kernel_owned_addrs();
-		g_owned_next = now + kKernelAddrsRecheckNs;
+	if (!g_all_ndevs_next || now >= g_all_ndevs_next) {
+		g_all_ndevs = kernel_ndevs(true);
+		g_all_ndevs_next = now + kGidTablesRecheckNs;
 	}
-	for (auto &o : g_owned)
-		if (o.family == want.family && !memcmp(o.a, want.a, 16))
-			return true;
-	return false;
+	return std::find(g_all_ndevs.begin(), g_all_ndevs.end(), ndev) != g_all_ndevs.end();
 }
 
 // True when the kernel has any RDMA device (soft devices are not in sysfs).
