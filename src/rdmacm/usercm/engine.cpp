@@ -283,13 +283,27 @@ std::vector<std::string> kernel_ndevs(bool all)
 
 uint64_t now_ns();
 
-// The full tables are slow to read and every bind and resolve may ask: they
-// are read at most once a second (as the ibacm probe, addrinfo.cpp), so a
-// kernel device or GID added later is seen within a second.
+// Every bind and resolve asks, and sysfs is slow to read (the full tables
+// very): both lists are read at most once a second (as the ibacm probe,
+// addrinfo.cpp), so a kernel device or GID added later is seen within a
+// second.
 constexpr uint64_t kGidTablesRecheckNs = 1000000000ull;
+struct NdevList {
+	std::vector<std::string> names;
+	uint64_t next = 0; // the time of the next reading (0: never read)
+	// Whether name is in the list, read again first when it is due.
+	bool has(bool all, const std::string &name)
+	{
+		uint64_t now = now_ns();
+		if (!next || now >= next) {
+			names = kernel_ndevs(all);
+			next = now + kGidTablesRecheckNs;
+		}
+		return std::find(names.begin(), names.end(), name) != names.end();
+	}
+};
 std::mutex g_ndevs_lock;
-std::vector<std::string> g_all_ndevs; // guarded by g_ndevs_lock
-uint64_t g_all_ndevs_next = 0;        // the time of the next reading (0: never read)
+NdevList g_own_ndevs, g_all_ndevs; // guarded by g_ndevs_lock
 
 // The network device that holds the address ("lo" for loopback), or "".
 std::string ndev_of(const sockaddr *sa)
@@ -337,30 +351,21 @@ bool has_lower(const std::string &ndev)
 }
 
 // Whether the address sits on a network device in a kernel RDMA port's GID
-// table: it then belongs to the kernel's CM. The ports' own devices are
-// read each time (one file per port); the full tables only for a stacked
-// device.
+// table: it then belongs to the kernel's CM. The ports' own devices answer
+// (one file per port); the full tables are read only for a stacked device.
 bool kernel_owns(const sockaddr *sa)
 {
 	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
 		return false;
-	std::vector<std::string> own = kernel_ndevs(false);
-	if (own.empty())
-		return false; // no kernel RDMA device with a network device
 	std::string ndev = ndev_of(sa);
 	if (ndev.empty())
 		return false;
-	if (std::find(own.begin(), own.end(), ndev) != own.end())
-		return true;
-	if (!has_lower(ndev))
-		return false;
 	std::lock_guard<std::mutex> g(g_ndevs_lock);
-	uint64_t now = now_ns();
-	if (!g_all_ndevs_next || now >= g_all_ndevs_next) {
-		g_all_ndevs = kernel_ndevs(true);
-		g_all_ndevs_next = now + kGidTablesRecheckNs;
-	}
-	return std::find(g_all_ndevs.begin(), g_all_ndevs.end(), ndev) != g_all_ndevs.end();
+	if (g_own_ndevs.has(false, ndev))
+		return true;
+	if (g_own_ndevs.names.empty() || !has_lower(ndev))
+		return false; // no kernel RDMA device with a network device, or not stacked
+	return g_all_ndevs.has(true, ndev);
 }
 
 // True when the kernel has any RDMA device (soft devices are not in sysfs).
