@@ -158,4 +158,9 @@ public:
 // not found.
 int device_gid_index(uint64_t guid, uint8_t port, const ibv_gid &gid) noexcept;
 
+// The process's context of the device whose node GUID is `guid` (opened
+// here if no id has bound it yet; kept for the process), or null. The
+// software CM makes its QP1 endpoint of an sroce device on it.
+ibv_context *device_context(uint64_t guid) noexcept;
+
 } // namespace ov::cm

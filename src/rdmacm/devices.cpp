@@ -263,6 +263,16 @@ int device_gid_index(uint64_t guid, uint8_t port, const ibv_gid &gid) noexcept
 	return -1;
 }
 
+ibv_context *device_context(uint64_t guid) noexcept
+{
+	Library &l = lib();
+	std::lock_guard<std::mutex> g(l.mu);
+	Device *dev = find_device(l, guid, kInvalidDevIndex);
+	if (!dev || open_device(*dev))
+		return nullptr;
+	return dev->verbs;
+}
+
 ibv_xrcd *get_xrcd(Device &dev) noexcept
 {
 	std::lock_guard<std::mutex> g(lib().mu);

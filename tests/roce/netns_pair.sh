@@ -19,6 +19,9 @@
 # close must show every damaged datagram dropped by the ICRC check, each
 # fault kind asked for injected, and a UD receiver's losses (rc_check -u)
 # accounted for by the drops and damage.
+# OVROCE_MALFORMED_MAD=1 (with OVROCE_CM, VERBS_LOG_LEVEL=3): malformed CM
+# MADs (send_malformed.py --mad) reach the server's QP1 before the client
+# starts; the server's log must show each kind dropped.
 # OVROCE_MALFORMED=1 (with VERBS_LOG_LEVEL=3): malformed datagrams of each
 # kind (send_malformed.py) reach the server's device before the client
 # starts; its counters at close must show each one dropped.
@@ -74,9 +77,14 @@ for a in "$@"; do
 done
 # shellcheck disable=SC2086
 set -- $args
+# OVROCE_OWN_SHM=1: each side gets a /dev/shm of its own, so that the two
+# processes share nothing but the link (the connection manager then meets
+# only on the wire: InfiniBand CM MADs on QP1).
+own_shm=""
+[ -n "${OVROCE_OWN_SHM:-}" ] && own_shm='mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"'
 run_as_user() { # NS IFNAME PROGRAM...
   ns=$1; ifn=$2; shift 2
-  ip netns exec "$ns" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+  ip netns exec "$ns" ${own_shm:+sh -c "$own_shm"} setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
     env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE="$ifn" \
     ${OPENVERBS_SOFT_ROCE_LOSS:+OPENVERBS_SOFT_ROCE_LOSS=$OPENVERBS_SOFT_ROCE_LOSS} \
     ${OPENVERBS_SOFT_ROCE_REORDER:+OPENVERBS_SOFT_ROCE_REORDER=$OPENVERBS_SOFT_ROCE_REORDER} \
@@ -95,10 +103,21 @@ if [ -n "${OVROCE_CM:-}" ]; then
   run_as_user $nsa $va $server > "$logdir/server" 2>&1 &
   spid=$!
   i=0
-  while [ $i -lt 400 ] && ! ls /dev/shm/openverbs-65534/cm 2>/dev/null | grep -q -- -; do
+  # Ready: its CM socket exists (bound when it listens), seen through the
+  # server's own root (its /dev/shm may be its own): $spid is the subshell,
+  # its child timeout(1), and the server that one's child.
+  until c=$(pgrep -P "$(pgrep -P $spid | head -1)" 2>/dev/null | head -1) && [ -n "$c" ] &&
+        ls /proc/$c/root/dev/shm/openverbs-65534/cm 2>/dev/null | grep -q -- -; do
     kill -0 $spid 2>/dev/null || break
-    sleep 0.05; i=$((i + 1))
+    i=$((i + 1)); [ $i -lt 400 ] || break
+    sleep 0.05
   done
+  if [ -n "${OVROCE_MALFORMED_MAD:-}" ]; then
+    # Malformed CM MADs to the server's QP1 before the client connects:
+    # each dropped and counted (VERBS_LOG_LEVEL=3 logs each drop).
+    ip netns exec $nsb python3 "$(dirname "$0")/send_malformed.py" --mad 10.231.0.2 10.231.0.1 2
+    sleep 0.5
+  fi
   set -- $client
   prog="$*"
 else
@@ -134,6 +153,12 @@ else
   echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
 fi
 echo "== client: exit $crc"; cat "$logdir/client"
+if [ -n "${OVROCE_MALFORMED_MAD:-}" ] && [ $src -eq 0 ]; then
+  for reason in length header attribute reserved field; do
+    grep -q "malformed CM MAD dropped ($reason;" "$logdir/server" ||
+      { echo "FAIL: no malformed CM MAD dropped as '$reason'"; src=1; }
+  done
+fi
 if [ -n "$malformed" ] && [ $src -eq 0 ]; then
   # VERBS_LOG_LEVEL=3: the device's counters at close.
   for reason in short=10 length=5 icrc=5 opcode=5 version=5 qpn=5 pad=5; do

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Sends malformed RoCE v2 datagrams to a device's UDP port 4791 (bad input
 from the wire): each kind the receiver must drop and count under its own
-reason. Usage: send_malformed.py SRC_IPV4 DST_IPV4 [COUNT]
+reason. Usage: send_malformed.py [--mad] SRC_IPV4 DST_IPV4 [COUNT]
+
+--mad: well-formed UD datagrams to QP1 (the GSI Q_Key) whose CM MADs are
+malformed, each kind once per COUNT: too short, a bad MAD header, an
+attribute the CM does not handle, a non-zero reserved field, a QPN of 0;
+the connection manager drops and counts each under its reason.
 
 The ICRC of the datagrams that should get past the ICRC check is computed as
 the RoCE v2 annex defines it (8 bytes of ones, the IPv4 and UDP headers with
@@ -13,8 +18,12 @@ import struct
 import sys
 import zlib
 
-src, dst = sys.argv[1], sys.argv[2]
-count = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+args = sys.argv[1:]
+mad_mode = bool(args) and args[0] == "--mad"
+if mad_mode:
+    args = args[1:]
+src, dst = args[0], args[1]
+count = int(args[2]) if len(args) > 2 else 5
 
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO
@@ -36,6 +45,33 @@ def icrc(payload):
 def bth(opcode, dqpn, psn=0, pad=0):
     return struct.pack("!BBHI I", opcode, 0x40 | (pad << 4), 0xffff, dqpn & 0xffffff, psn & 0xffffff)
 
+
+def cm_mad(attr=0x0010, class_version=2, reserved=0, qpn=0x000123, size=256):
+    """A CM REQ MAD (IBTA vol 1 ch. 12-13): header, then the message."""
+    hdr = struct.pack("!BBBBHHQHHI", 1, 0x07, class_version, 0x03, 0, 0, 0x1234, attr, 0, 0)
+    body = bytearray(232)
+    struct.pack_into("!I", body, 0, 0x11223344)   # local communication ID
+    struct.pack_into("!I", body, 4, reserved)     # reserved
+    struct.pack_into("!Q", body, 8, 0x01060000 | 7174)  # service ID
+    body[32:35] = qpn.to_bytes(3, "big")          # local QPN
+    body[50] = 3 << 4                              # path MTU 1024
+    return (hdr + bytes(body))[:size]
+
+
+if mad_mode:
+    deth = struct.pack("!II", 0x80010000, 1)       # GSI Q_Key, source QP 1
+    mads = {
+        "length": cm_mad(size=100),
+        "header": cm_mad(class_version=1),
+        "attribute": cm_mad(attr=0x0019),          # LAP
+        "reserved": cm_mad(reserved=1),
+        "field": cm_mad(qpn=0),
+    }
+    for name, m in mads.items():
+        for _ in range(count):
+            s.sendto(icrc(bth(0x64, 1) + deth + m), (dst, 4791))
+    print("sent %d malformed CM MADs of each kind: %s" % (count, " ".join(mads)))
+    sys.exit(0)
 
 kinds = {
     # reason the receiver gives -> datagram

@@ -7,48 +7,14 @@
 # libibverbs). Debian's unmodified programs run as pairs in both directions
 # (our side as server and as client), so every packet crosses between the
 # kernel's RoCE v2 implementation and ours: headers, ICRC, PSNs, ACKs.
-# (rxe's UDP socket owns port 4791 of the root namespace: ours needs a
-# namespace of its own.)
 # shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 ov_require_ours "the RoCE v2 software device is the project's"
 
+. "$OV_REPO/tests/roce/vm-roce-link.sh"
 ns=ovroce
 kip=10.78.0.1 oip=10.78.0.2
-setup_log=$OV_LOGDIR/setup.log
-t0=$(ov_now)
-(
-  set -x
-  ip netns add $ns &&
-    ip link add ovr0 type veth peer name ovr1 &&
-    ip link set ovr1 netns $ns &&
-    ip addr add $kip/24 dev ovr0 &&
-    ip -n $ns addr add $oip/24 dev ovr1 &&
-    ip link set ovr0 up && ip -n $ns link set ovr1 up && ip -n $ns link set lo up &&
-    rdma link add rxe1 type rxe netdev ovr0
-) >"$setup_log" 2>&1 || {
-  ov_result FAIL setup "$t0" "(veth pair or rxe1: $(ov_tail "$setup_log"))"
-  exit 1
-}
-# Our device reports its port down until the link's operational state is up.
-for _ in {1..100}; do
-  ip -n $ns link show ovr1 | grep -q 'state UP' && break
-  ov_sleep 0.1
-done
-# rxe1's IPv4-mapped RoCE v2 GID.
-ip_hex=$(printf '%02x%02x:%02x%02x' ${kip//./ })
-sysd=/sys/class/infiniband/rxe1/ports/1
-kgid=""
-for _ in {1..100}; do
-  for f in $(grep -l "0000:0000:0000:0000:0000:ffff:$ip_hex" "$sysd"/gids/* 2>/dev/null); do
-    n=${f##*/}
-    if grep -q 'RoCE v2' "$sysd/gid_attrs/types/$n" 2>/dev/null; then kgid=$n; break; fi
-  done
-  [ -n "$kgid" ] && break
-  ov_sleep 0.1
-done
-[ -n "$kgid" ] || { ov_result FAIL setup "$t0" "(no RoCE v2 GID ::ffff:$kip on rxe1)"; exit 1; }
-ov_result PASS setup "$t0" "(rxe1 GID index $kgid)"
+roce_rxe_link $ns rxe1 ovr0 ovr1 $kip $oip
 
 kern="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
 ours="ip netns exec $ns env RDMAV_SOFT_ROCE=ovr1 VERBS_LOG_LEVEL=3"

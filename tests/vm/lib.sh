@@ -31,6 +31,19 @@ ov_tcp_listening() {
   return 1
 }
 
+# ov_udp_bound PORT [PID]: a UDP socket (v4 or v6) is bound to PORT in the
+# network namespace of PID (default: ours).
+ov_udp_bound() {
+  local hex f sl local_addr _ pid=${2:-self}
+  printf -v hex '%04X' "$1"
+  for f in /proc/"$pid"/net/udp /proc/"$pid"/net/udp6; do
+    while read -r sl local_addr _; do
+      [ "${local_addr##*:}" = "$hex" ] && return 0
+    done <"$f"
+  done 2>/dev/null
+  return 1
+}
+
 # Microseconds since the epoch, without starting a process.
 ov_now() { echo "${EPOCHREALTIME//[!0-9]/}"; }
 ov_secs() { local d=$(( $(ov_now) - $1 )); printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000)); }
@@ -79,6 +92,8 @@ ov_run() {
 # timeout(1)) is ready, or dead.
 #   KIND tcp:PORT  a TCP socket listens on PORT (ibverbs-utils, perftest)
 #   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
+#   KIND roce      a server of ours on an sroce device opened it (UDP port 4791
+#                  bound in its network namespace): rdma_cm over sroce
 ov_wait_listen() {
   local kind=$1 pid=$2 i
   for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
@@ -91,6 +106,14 @@ ov_wait_listen() {
         local srv=""
         read -r srv _ <"/proc/$pid/task/$pid/children" 2>/dev/null
         ov_tcp_listening "${kind#tcp:}" "${srv:-self}" && return 0 ;;
+      roce)
+        # A server on our RoCE v2 device (sroce): its device's UDP port
+        # 4791 is bound in the server's network namespace (the device
+        # opens when the id binds, the listen follows at once): PID is
+        # timeout(1), the server its child; then a moment for the listen.
+        local child=""
+        read -r child _ <"/proc/$pid/task/$pid/children" 2>/dev/null
+        if [ -n "$child" ] && ov_udp_bound 4791 "$child"; then ov_sleep 1; return 0; fi ;;
       cm)
         # Only this server's listener counts (a previous server's may linger):
         # PID is timeout(1), the server is its child.

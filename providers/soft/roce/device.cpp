@@ -377,6 +377,8 @@ void roce_close(SoftContext *ctx)
 		for (SoftQp *&qp : rc->by_slot)
 			if (qp && qp->ctx == ctx)
 				qp = nullptr;
+		if (rc->gsi && rc->gsi->ctx == ctx)
+			rc->gsi = nullptr;
 		pthread_mutex_unlock(&rc->lock);
 		ctx->roce = nullptr;
 		pthread_mutex_unlock(&g_roce_lock);
@@ -607,8 +609,11 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 	RoceQp *rq = qp->roce;
 	pthread_mutex_lock(&rc->lock);
 	int e = soft_context_ops().destroy_qp(ibqp);
-	if (!e)
+	if (!e) {
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
+		if (rc->gsi == qp)
+			rc->gsi = nullptr;
+	}
 	pthread_mutex_unlock(&rc->lock);
 	if (!e && rq) {
 		free(rq->tx);
@@ -649,6 +654,14 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 			qp->attr.ah_attr = attr->ah_attr;
 		if (mask & IBV_QP_STATE)
 			roce_qp_transition(qp, cur, attr->qp_state);
+		// QP1 of this process: the first UD QP with the GSI Q_Key; it
+		// stops being QP1 when its Q_Key changes.
+		if (qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY)) {
+			if (qp->attr.qkey == kRoceGsiQkey && !rc->gsi)
+				rc->gsi = qp;
+			else if (qp->attr.qkey != kRoceGsiQkey && rc->gsi == qp)
+				rc->gsi = nullptr;
+		}
 	}
 	pthread_mutex_unlock(&rc->lock);
 	return e;

@@ -92,6 +92,11 @@ struct RoceCtx {
 	std::atomic<uint64_t> app_poll_ns; // last time an application thread drained
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
+	// The device's QP1 in this process (general services: the CM's MADs):
+	// the first UD QP given the GSI Q_Key 0x80010000 (a controlled Q_Key,
+	// which a kernel device gives only to privileged users). Datagrams for
+	// QPN 1 go to it, and it sends as QPN 1 (roce_gsi_update). Under lock.
+	SoftQp *gsi = nullptr;
 	// Counters (for diagnostics and tests: roce_counters()).
 	std::atomic<uint64_t> drops[ovroce::D_COUNT];
 	std::atomic<uint64_t> rx_packets, tx_packets, tx_errors, retransmits, icrc_solved;
@@ -197,6 +202,10 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
 // Forgets every queued request's transmission state (RESET). rc->lock held.
 void roce_qp_reset(SoftQp *qp);
+// QP1: the GSI Q_Key, and the QP that serves QPN 1 (RoceCtx::gsi).
+inline constexpr uint32_t kRoceGsiQkey = 0x80010000;
+inline constexpr uint32_t kRoceGsiQpn = 1;
+
 // Path MTU in bytes for the enum.
 uint32_t roce_mtu_bytes(enum ibv_mtu m);
 

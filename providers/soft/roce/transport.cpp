@@ -1141,7 +1141,9 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	uint32_t qpn = k.bth.dqpn;
 	uint32_t slot = qpn - kQpnBase;
 	pthread_mutex_lock(&rc->lock);
-	SoftQp *qp = qpn >= kQpnBase && slot < kMaxQps ? rc->by_slot[slot] : nullptr;
+	SoftQp *qp = qpn == kRoceGsiQpn	       ? rc->gsi
+		     : qpn >= kQpnBase && slot < kMaxQps ? rc->by_slot[slot]
+							 : nullptr;
 	uint8_t tr = k.bth.opcode & 0xe0;
 	uint8_t want = !qp ? 0xff
 		       : qp->type == IBV_QPT_RC ? kRC
@@ -1409,7 +1411,7 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 		k.bth.psn = r->sq_psn;
 		r->sq_psn = psn_add(r->sq_psn, 1);
 		k.deth.qkey = (w.remote_qkey & 0x80000000u) ? qp->attr.qkey : w.remote_qkey;
-		k.deth.src_qpn = qp->qpn;
+		k.deth.src_qpn = qp == rc->gsi ? kRoceGsiQpn : qp->qpn;
 		if (w.opcode == IBV_WR_SEND_WITH_IMM)
 			k.imm = be32toh(w.imm);
 		struct sockaddr_in6 to;

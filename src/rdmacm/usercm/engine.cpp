@@ -3,8 +3,10 @@
 #include "engine.h"
 
 #include "../hooks.h"
+#include "../log.h"
 #include "addr.h"
 #include "common/env.h"
+#include "mad.h"
 #include "wire.h"
 
 #include <rdma/rdma_cma.h>
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <mutex>
+#include <net/if.h>
 #include <new>
 #include <random>
 #include <string>
@@ -49,6 +52,12 @@ constexpr uint16_t kRejNoResources = 3, kRejTimeout = 4, kRejInvalidServiceId = 
 		   kRejConsumer = 28;
 constexpr uint16_t kSidrUnsupported = 1, kSidrReject = 2;
 constexpr uint8_t kMtu4096 = 5; // every soft port's MTU (IBV_MTU_4096)
+// The IB CM over RoCE: the CM response timeout we announce (4.096 us *
+// 2^20, about 4 s, as the kernel's rdma_cm), our target ACK delay, and how
+// often and how many times a MAD that waits for its answer is sent again.
+constexpr uint8_t kCmResponseTimeout = 20, kTargetAckDelay = 15;
+constexpr uint64_t kMadRetryNs = 1000000000ull;
+constexpr int kMadTries = 8;
 
 enum class St {
 	idle,
@@ -68,12 +77,14 @@ enum class St {
 
 struct SoftId;
 class Source;
+struct Gsi;
 
 // What an epoll key names. Keys are looked up under the lock, so an entry
 // removed meanwhile by another thread is simply not found.
 struct Item {
-	enum Kind { listen, conn, pending, timer, event } kind;
+	enum Kind { listen, conn, pending, timer, event, qp1 } kind;
 	SoftId *id = nullptr;       // listen, conn
+	Gsi *gsi = nullptr;         // gsi
 	int fd = -1;                // pending
 	SoftId *listener = nullptr; // pending
 	Source *src = nullptr;
@@ -116,6 +127,23 @@ struct SoftId {
 	uint32_t qkey = 0;
 	uint32_t reported = 0; // events handed out
 	std::vector<Mcast> mcs;
+	// Connections of an sroce device speak the InfiniBand CM: MADs on the
+	// device's QP1 (Gsi), with communication IDs and the peer's and our
+	// GIDs; the last MAD that waits for an answer is sent again until
+	// `tries` runs out (retx).
+	bool mad = false;
+	Gsi *gsi = nullptr;
+	uint32_t lcid = 0, rcid = 0;
+	uint64_t tid = 0;
+	uint8_t peer_gid[16] = {}, our_gid[16] = {};
+	// The IB CM's "starting PSN" of a REQ or REP is the PSN its sender's
+	// receive queue expects (the peer's send queue starts there): the
+	// reverse of our own records, whose PSN is the sender's send PSN. The
+	// active side keeps here the one its REQ named until REP comes.
+	uint32_t mad_rq_psn = 0;
+	mad::Mad last;
+	bool retx = false;
+	int tries = 0;
 };
 
 std::recursive_mutex g_lock;
@@ -368,17 +396,39 @@ bool kernel_owns(const sockaddr *sa)
 	return g_all_ndevs.has(true, ndev);
 }
 
-// True when the kernel has any RDMA device (soft devices are not in sysfs).
+// True when the kernel has an RDMA device that serves this network
+// namespace: one whose port's own network device (kernel_ndevs) is an
+// interface of this namespace (rxe, siw, RoCE NICs), or an InfiniBand one
+// (no network device: it serves every namespace). Soft devices are not in
+// sysfs. A namespace that only reaches the kernel's devices of another
+// namespace (an sroce device's, beside rxe in the root namespace) is ours.
 bool kernel_owns_any()
 {
+	{
+		std::lock_guard<std::mutex> g(g_ndevs_lock);
+		g_own_ndevs.has(false, ""); // read again when due
+		for (auto &n : g_own_ndevs.names)
+			if (if_nametoindex(n.c_str()) != 0)
+				return true;
+	}
 	DIR *d = opendir("/sys/class/infiniband");
 	if (!d)
 		return false;
-	bool any = false;
-	while (dirent *e = readdir(d))
-		any = any || e->d_name[0] != '.';
+	bool ib = false;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.' || ib)
+			continue;
+		char ll[32] = {};
+		std::string path = std::string("/sys/class/infiniband/") + e->d_name + "/ports/1/link_layer";
+		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			(void)!read(fd, ll, sizeof(ll) - 1);
+			close(fd);
+		}
+		ib = !strncmp(ll, "InfiniBand", 10);
+	}
 	closedir(d);
-	return any;
+	return ib;
 }
 
 // The device of the wildcard address: the one bound to "*", else soft0,
@@ -464,6 +514,13 @@ bool roce_ah(const SoftId *s, ibv_ah_attr &ah)
 	ah.port_num = 1;
 	return true;
 }
+
+// ------------------------------------------------------------------ QP1 (sroce)
+// Defined after Backend (a REQ makes a Backend).
+Gsi *gsi_for(int dev);
+bool mad_send(SoftId *s, const mad::Mad &m, bool retx);
+void gsi_readable(Gsi *g);
+mad::Mad mad_for(const SoftId *s, mad::Attr a);
 
 // ------------------------------------------------------------------ helpers
 
@@ -856,6 +913,23 @@ void peer_gone(SoftId *s)
 	close_conn(s);
 }
 
+// The active side takes the passive side's REP: its QP attributes, the
+// smaller of the two sides' RDMA READ limits, and CONNECT_RESPONSE.
+void take_rep(SoftId *s, const Message &m)
+{
+	s->peer = m;
+	s->peer_valid = true;
+	s->rnr = m.rnr_retry_count;
+	if (s->resp_res > m.initiator_depth)
+		s->resp_res = m.initiator_depth;
+	if (s->init_depth > m.responder_resources)
+		s->init_depth = m.responder_resources;
+	RawEvent e = make_event(s, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+	fill_conn(e, m);
+	push(s->src, std::move(e));
+	s->st = St::rep_rcvd;
+}
+
 void on_message(SoftId *s, const Message &m)
 {
 	switch (s->st) {
@@ -880,17 +954,7 @@ void on_message(SoftId *s, const Message &m)
 			return;
 		}
 		if (!s->ud && m.type == MsgType::rep) {
-			s->peer = m;
-			s->peer_valid = true;
-			s->rnr = m.rnr_retry_count;
-			if (s->resp_res > m.initiator_depth)
-				s->resp_res = m.initiator_depth;
-			if (s->init_depth > m.responder_resources)
-				s->init_depth = m.responder_resources;
-			RawEvent e = make_event(s, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-			fill_conn(e, m);
-			push(s->src, std::move(e));
-			s->st = St::rep_rcvd;
+			take_rep(s, m);
 			set_deadline(s, false);
 			return;
 		}
@@ -1058,6 +1122,15 @@ void on_timer(Source *src)
 			due.push_back(s);
 	for (SoftId *s : due) {
 		s->deadline = 0;
+		if (s->mad && s->retx) {
+			if (s->tries > 0) {
+				mad_send(s, s->last, true); // the answer is late: again
+				continue;
+			}
+			s->retx = false;
+			if (s->st == St::disconnected)
+				continue; // no DREP: the disconnect was reported already
+		}
 		switch (s->st) {
 		case St::req_sent:
 			post(s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
@@ -1279,6 +1352,23 @@ public:
 			for (auto &e : s->src->ready)
 				pending += e.handle == s->handle && e.event != RDMA_CM_EVENT_CONNECT_REQUEST;
 		events_reported = s->reported + pending;
+		if (s->mad) {
+			// As the kernel's CM: a connection goes with DREQ, a
+			// handshake with REJ (not retried: the id is gone).
+			if (s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) {
+				mad::Mad m = mad_for(s, mad::Attr::dreq);
+				m.qpn = s->peer.qpn;
+				mad_send(s, m, false);
+				mad_send(s, m, false);
+			} else if (s->retx && s->last.attr == mad::Attr::dreq) {
+				mad_send(s, s->last, false); // no DREP yet: once more
+			} else if (s->st == St::req_sent || s->st == St::req_rcvd) {
+				mad::Mad m = mad_for(s, mad::Attr::rej);
+				m.msg = s->st == St::req_rcvd ? mad::kMsgReq : mad::kMsgOther;
+				m.reason = s->st == St::req_rcvd ? kRejConsumer : kRejTimeout;
+				mad_send(s, m, false);
+			}
+		}
 		if ((s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) &&
 		    s->cfd >= 0) {
 			Message dreq;
@@ -1486,6 +1576,8 @@ public:
 			m.srq = p.srq;
 			m.port = local;
 		}
+		if (is_roce(s->device) && !s->ud)
+			return connect_mad(m, local);
 		int fd = -1;
 		if (open_to_listener(s->ps, reinterpret_cast<const sockaddr *>(&s->addr_dst), fd) != 0) {
 			// Nobody listens: what the kernel's CM answers (REJ "invalid
@@ -1509,6 +1601,59 @@ public:
 		return 0;
 	}
 
+	// REQ on the device's QP1 (IBTA 12.6.5): the rdma_cm header (our
+	// address and port, the destination's) before the private data.
+	int connect_mad(const Message &m, const Port &local)
+	{
+		Gsi *g = gsi_for(s->device);
+		if (!g)
+			return ENODEV;
+		s->mad = true;
+		s->gsi = g;
+		do
+			s->lcid = rng()();
+		while (!s->lcid);
+		s->tid = uint64_t(rng()()) << 32 | rng()();
+		memcpy(s->our_gid, local.gid, 16);
+		roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_dst), s->peer_gid);
+		mad::Mad r = mad_for(s, mad::Attr::req);
+		r.service_id = mad::service_id(s->ps, port_of(reinterpret_cast<sockaddr *>(&s->addr_dst)));
+		r.qpn = m.qpn;
+		s->mad_rq_psn = rng()() & 0xffffff;
+		r.psn = s->mad_rq_psn; // our receive queue's; REP names our send PSN
+		r.resp_res = m.responder_resources;
+		r.init_depth = m.initiator_depth;
+		r.remote_cm_timeout = r.local_cm_timeout = kCmResponseTimeout;
+		r.transport = s->qp_type == IBV_QPT_UC ? mad::kTransportUc : mad::kTransportRc;
+		r.flow_control = m.flow_control;
+		r.retry = m.retry_count;
+		r.rnr_retry = m.rnr_retry_count;
+		r.pkey = mad::kDefaultPkey;
+		r.mtu = local.mtu;
+		r.max_cm_retries = 15;
+		r.srq = m.srq;
+		r.slid = r.dlid = 0xffff; // permissive: RoCE has no LIDs
+		memcpy(r.sgid, s->our_gid, 16);
+		memcpy(r.dgid, s->peer_gid, 16);
+		r.hop_limit = kRoceHopLimit;
+		r.rate = 3;
+		r.ack_timeout = s->ack_timeout;
+		mad::CmaHeader h;
+		const sockaddr *src = reinterpret_cast<const sockaddr *>(&s->addr_src);
+		const sockaddr *dst = reinterpret_cast<const sockaddr *>(&s->addr_dst);
+		h.family = src->sa_family;
+		h.src_port = port_of(src);
+		memcpy(h.src, m.src.addr, 16);
+		memcpy(h.dst, m.dst.addr, 16);
+		(void)dst;
+		mad::encode_cma(h, r.private_data);
+		memcpy(r.private_data + mad::kCmaHeaderBytes, m.private_data, m.private_len);
+		if (!mad_send(s, r, true))
+			return EIO;
+		s->st = St::req_sent;
+		return 0;
+	}
+
 	int listen(int) noexcept override
 	{
 		std::lock_guard<std::recursive_mutex> g(g_lock);
@@ -1522,6 +1667,14 @@ public:
 			return 0;
 		if (s->st != St::bound || s->lfd < 0)
 			return EINVAL;
+		// Connections to an sroce device arrive on its QP1: have it ready.
+		if (!s->ud) {
+			for (int n = 0; n < kMaxRoceDevices; n++) {
+				int dev = kRoceDeviceBase + n;
+				if (have_device(dev) && (s->device < 0 || s->device == dev) && !gsi_for(dev))
+					cm::log::warn("cannot make QP1 of sroce%d: connections to it will fail", n);
+			}
+		}
 		s->st = St::listening;
 		return 0;
 	}
@@ -1532,6 +1685,16 @@ public:
 		if (!p.valid) { // the active side's RTU (after CONNECT_RESPONSE)
 			if (s->st != St::rep_rcvd)
 				return EINVAL;
+			if (s->mad) {
+				// Twice: RTU is not answered, and the passive side
+				// gives up after its REP's tries (a duplicate REP makes
+				// it go again, when this process reads its CM events).
+				mad::Mad r = mad_for(s, mad::Attr::rtu);
+				mad_send(s, r, false);
+				mad_send(s, r, false);
+				s->st = St::connected;
+				return 0;
+			}
 			Message rtu;
 			rtu.type = MsgType::rtu;
 			if (!send_msg(s->cfd, rtu)) {
@@ -1554,8 +1717,29 @@ public:
 			return 0;
 		}
 		Port local;
-		if (!local_port(s, local) || s->cfd < 0)
+		if (!local_port(s, local) || (s->cfd < 0 && !s->mad))
 			return EINVAL;
+		if (s->mad) {
+			if (p.private_data_len > mad::private_bytes(mad::Attr::rep) ||
+			    p.qp_num < 2 || p.qp_num > 0xffffff)
+				return EINVAL;
+			s->resp_res = p.responder_resources;
+			s->init_depth = p.initiator_depth;
+			mad::Mad r = mad_for(s, mad::Attr::rep);
+			r.qpn = p.qp_num;
+			r.psn = s->peer.psn; // the PSN our receive queue expects
+			r.resp_res = s->resp_res;
+			r.init_depth = s->init_depth;
+			r.target_ack_delay = kTargetAckDelay;
+			r.flow_control = p.flow_control;
+			r.rnr_retry = p.rnr_retry_count & 7;
+			r.srq = p.srq;
+			memcpy(r.private_data, p.private_data, p.private_data_len);
+			if (!mad_send(s, r, true))
+				return EIO;
+			s->st = St::rep_sent;
+			return 0;
+		}
 		Message m;
 		m.type = s->ud ? MsgType::sidr_rep : MsgType::rep;
 		if (p.private_data_len > kMaxPrivate[unsigned(m.type)])
@@ -1598,6 +1782,19 @@ public:
 		std::lock_guard<std::recursive_mutex> g(g_lock);
 		if ((s->st != St::req_rcvd && s->st != St::rep_rcvd) || (len && !data))
 			return EINVAL;
+		if (s->mad) {
+			if (len > mad::private_bytes(mad::Attr::rej))
+				return EINVAL;
+			mad::Mad r = mad_for(s, mad::Attr::rej);
+			r.msg = s->st == St::req_rcvd ? mad::kMsgReq : mad::kMsgRep;
+			r.reason = reason ? reason : kRejConsumer;
+			if (len)
+				memcpy(r.private_data, data, len);
+			mad_send(s, r, false);
+			s->st = St::done;
+			set_deadline(s, false);
+			return 0;
+		}
 		Message m;
 		if (s->ud) {
 			m.type = MsgType::sidr_rep;
@@ -1629,6 +1826,18 @@ public:
 			// also sees as a disconnect): report DISCONNECTED at once, as
 			// the kernel's CM does as soon as its DREP comes back, without
 			// waiting for the peer process to run.
+			if (s->mad) {
+				// Sent twice at once, then again until DREP comes: a
+				// process that exits right after (as most do) sends it
+				// no more, so one lost datagram should not lose it.
+				mad::Mad r = mad_for(s, mad::Attr::dreq);
+				r.qpn = s->peer.qpn;
+				mad_send(s, r, false);
+				mad_send(s, r, true);
+				post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+				s->st = St::disconnected;
+				return 0;
+			}
 			Message m;
 			m.type = MsgType::dreq;
 			send_msg(s->cfd, m);
@@ -1810,6 +2019,463 @@ public:
 	}
 };
 
+// ------------------------------------------------------------------ QP1 (sroce)
+// The InfiniBand CM over an sroce device (src/DESIGN.md, "Connection
+// manager for software devices", "RoCE v2 devices"): one UD QP per device in
+// this process, on the front end's context of the device, with the GSI
+// Q_Key, which the provider makes the device's QP1 (it receives what is sent
+// to QPN 1 and sends as QPN 1). Its completion channel is in every event
+// source's epoll set; whichever source runs reads it and hands the events
+// to the ids' own sources.
+
+constexpr int kGsiRecv = 64, kGsiSend = 64;
+constexpr size_t kGsiRecvSlot = 40 + mad::kMadBytes; // the GRH area, then the MAD
+
+struct Gsi {
+	int dev = -1;
+	ibv_context *ctx = nullptr;
+	ibv_pd *pd = nullptr;
+	ibv_comp_channel *ch = nullptr;
+	ibv_cq *cq = nullptr;
+	ibv_qp *qp = nullptr;
+	ibv_mr *mr = nullptr;
+	uint8_t *buf = nullptr; // kGsiRecv receive slots, then kGsiSend send slots
+	uint32_t next_send = 0;
+};
+
+std::vector<Gsi *> g_gsi;       // never freed: the contexts are the process's
+std::vector<Source *> g_sources; // every event source, for the QP1 fds
+
+void gsi_watch(Source *src, Gsi *g)
+{
+	Item it{Item::qp1};
+	it.gsi = g;
+	add_item(src, g->ch->fd, it);
+}
+
+void gsi_free(Gsi *g)
+{
+	if (g->qp)
+		ibv_destroy_qp(g->qp);
+	if (g->cq)
+		ibv_destroy_cq(g->cq);
+	if (g->ch)
+		ibv_destroy_comp_channel(g->ch);
+	if (g->mr)
+		ibv_dereg_mr(g->mr);
+	if (g->pd)
+		ibv_dealloc_pd(g->pd);
+	free(g->buf);
+	delete g;
+}
+
+bool gsi_post_recv(Gsi *g, uint32_t slot)
+{
+	ibv_sge sge{reinterpret_cast<uintptr_t>(g->buf + slot * kGsiRecvSlot), uint32_t(kGsiRecvSlot),
+		    g->mr->lkey};
+	ibv_recv_wr wr{}, *bad;
+	wr.wr_id = slot;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(g->qp, &wr, &bad) == 0;
+}
+
+Gsi *gsi_for(int dev)
+{
+	for (Gsi *g : g_gsi)
+		if (g->dev == dev)
+			return g;
+	auto *g = new (std::nothrow) Gsi;
+	if (!g)
+		return nullptr;
+	g->dev = dev;
+	g->ctx = ov::cm::device_context(soft_devices().guid[dev]);
+	size_t bytes = kGsiRecv * kGsiRecvSlot + kGsiSend * mad::kMadBytes;
+	bool ok = g->ctx && (g->pd = ibv_alloc_pd(g->ctx)) && (g->ch = ibv_create_comp_channel(g->ctx)) &&
+		  (g->cq = ibv_create_cq(g->ctx, kGsiRecv + kGsiSend, nullptr, g->ch, 0)) &&
+		  (g->buf = static_cast<uint8_t *>(calloc(1, bytes))) &&
+		  (g->mr = ibv_reg_mr(g->pd, g->buf, bytes, IBV_ACCESS_LOCAL_WRITE));
+	if (ok) {
+		ibv_qp_init_attr ia{};
+		ia.send_cq = ia.recv_cq = g->cq;
+		ia.cap.max_send_wr = kGsiSend;
+		ia.cap.max_recv_wr = kGsiRecv;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		ia.qp_type = IBV_QPT_UD;
+		ia.sq_sig_all = 1;
+		ok = (g->qp = ibv_create_qp(g->pd, &ia)) != nullptr;
+	}
+	if (ok) {
+		ibv_qp_attr a{};
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = 1;
+		a.qkey = mad::kGsiQkey;
+		ok = !ibv_modify_qp(g->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+		a.qp_state = IBV_QPS_RTR;
+		ok = ok && !ibv_modify_qp(g->qp, &a, IBV_QP_STATE);
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = 0;
+		ok = ok && !ibv_modify_qp(g->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	}
+	for (uint32_t i = 0; ok && i < kGsiRecv; i++)
+		ok = gsi_post_recv(g, i);
+	ok = ok && fcntl(g->ch->fd, F_SETFL, fcntl(g->ch->fd, F_GETFL) | O_NONBLOCK) == 0 &&
+	     !ibv_req_notify_cq(g->cq, 0);
+	if (!ok) {
+		cm::log::err("sroce%d: cannot make the CM's QP1 endpoint: %s", dev - kRoceDeviceBase,
+			     strerror(errno ? errno : EIO));
+		gsi_free(g);
+		return nullptr;
+	}
+	try {
+		g_gsi.push_back(g);
+		for (Source *src : g_sources)
+			gsi_watch(src, g);
+	} catch (...) {
+		return nullptr; // kept (in g_gsi or leaked with the process's context)
+	}
+	return g;
+}
+
+// Sends `m` to the peer's QP1 from ours, from our GID `our` to `peer`.
+bool gsi_send_to(Gsi *g, const uint8_t our[16], const uint8_t peer[16], const mad::Mad &m)
+{
+	uint8_t *slot = g->buf + kGsiRecv * kGsiRecvSlot + (g->next_send++ % kGsiSend) * mad::kMadBytes;
+	if (!mad::encode(m, slot))
+		return false;
+	ibv_gid sgid;
+	memcpy(sgid.raw, our, 16);
+	int idx = ov::cm::device_gid_index(soft_devices().guid[g->dev], 1, sgid);
+	if (idx < 0 || idx > 255)
+		return false;
+	ibv_ah_attr av{};
+	av.is_global = 1;
+	memcpy(av.grh.dgid.raw, peer, 16);
+	av.grh.sgid_index = uint8_t(idx);
+	av.grh.hop_limit = kRoceHopLimit;
+	av.port_num = 1;
+	ibv_ah *ah = ibv_create_ah(g->pd, &av);
+	if (!ah)
+		return false;
+	ibv_sge sge{reinterpret_cast<uintptr_t>(slot), uint32_t(mad::kMadBytes), g->mr->lkey};
+	ibv_send_wr wr{}, *bad;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = mad::kGsiQpn;
+	wr.wr.ud.remote_qkey = mad::kGsiQkey;
+	bool ok = ibv_post_send(g->qp, &wr, &bad) == 0;
+	cm::log::debug("sroce%d: CM MAD 0x%x out (comm IDs %08x %08x, GID index %d): %s",
+		       g->dev - kRoceDeviceBase, unsigned(m.attr), m.local_id, m.remote_id, idx,
+		       ok ? "sent" : "failed");
+	// The sroce provider copies the address vector into the request.
+	ibv_destroy_ah(ah);
+	return ok;
+}
+
+mad::Mad mad_for(const SoftId *s, mad::Attr a)
+{
+	mad::Mad m;
+	m.attr = a;
+	m.tid = s->tid;
+	m.local_id = s->lcid;
+	m.remote_id = s->rcid;
+	memcpy(m.ca_guid, &soft_devices().guid[s->device], 8);
+	return m;
+}
+
+bool mad_send(SoftId *s, const mad::Mad &m, bool retx)
+{
+	if (!s->gsi)
+		return false;
+	bool first = !retx || !s->retx || memcmp(&s->last, &m, sizeof(m)) != 0;
+	if (retx) {
+		if (first) {
+			s->last = m;
+			s->tries = kMadTries;
+		}
+		s->retx = true;
+		s->tries--;
+		uint64_t was = s->deadline;
+		s->deadline = now_ns() + std::min<uint64_t>(kMadRetryNs, g_timeout_ns.load());
+		if (s->deadline != was)
+			arm_timer(s->src);
+	}
+	return gsi_send_to(s->gsi, s->our_gid, s->peer_gid, m);
+}
+
+// The id of a MAD that names our communication ID.
+SoftId *mad_id(const Gsi *g, uint32_t lcid)
+{
+	for (auto &kv : g_ids)
+		if (kv.second->mad && kv.second->gsi == g && kv.second->lcid == lcid)
+			return kv.second;
+	return nullptr;
+}
+
+void mad_stop(SoftId *s)
+{
+	s->retx = false;
+	set_deadline(s, false);
+}
+
+// A REQ: a duplicate (REP sent again), or a new connection for a listener
+// of its service ID and address (CONNECT_REQUEST), or REJ "invalid service ID".
+void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer[16])
+{
+	for (auto &kv : g_ids) {
+		SoftId *d = kv.second;
+		if (d->mad && d->gsi == g && d->rcid == m.local_id && !memcmp(d->peer_gid, peer, 16)) {
+			if (d->st == St::rep_sent)
+				gsi_send_to(g, d->our_gid, d->peer_gid, d->last);
+			return;
+		}
+	}
+	mad::CmaHeader h;
+	uint16_t ps = uint16_t(m.service_id >> 16), port = uint16_t(m.service_id);
+	if ((m.service_id >> 32) != 0 || !mad::parse_cma(m.private_data, h))
+		return; // not an rdma_cm connection: counted, dropped
+	sockaddr_storage local{}, remote{};
+	Endpoint el, er;
+	el.family = er.family = uint16_t(h.family);
+	el.port = port;
+	er.port = h.src_port;
+	memcpy(el.addr, h.dst, 16);
+	memcpy(er.addr, h.src, 16);
+	sockaddr_of(el, local);
+	sockaddr_of(er, remote);
+	const sockaddr *la = reinterpret_cast<const sockaddr *>(&local);
+	SoftId *l = nullptr;
+	for (auto &kv : g_ids) {
+		SoftId *c = kv.second;
+		const sockaddr *ca = reinterpret_cast<const sockaddr *>(&c->addr_src);
+		if (c->st != St::listening || c->ud || c->ps != ps || port_of(ca) != port ||
+		    (c->device >= 0 && c->device != g->dev))
+			continue;
+		if (is_wildcard(ca) ? (ca->sa_family == AF_INET6 || ca->sa_family == la->sa_family)
+				    : addr_key(ca) == addr_key(la)) {
+			l = c;
+			break;
+		}
+	}
+	mad::Mad rej;
+	rej.attr = mad::Attr::rej;
+	rej.tid = m.tid;
+	rej.remote_id = m.local_id;
+	rej.msg = mad::kMsgReq;
+	memcpy(rej.ca_guid, &soft_devices().guid[g->dev], 8);
+	if (!l) {
+		rej.reason = kRejInvalidServiceId;
+		gsi_send_to(g, our, peer, rej);
+		return;
+	}
+	std::unique_ptr<Backend> child;
+	try {
+		child.reset(new Backend(*l->src, l->uid, l->ps, l->qp_type));
+	} catch (...) {
+	}
+	if (!child) {
+		rej.reason = kRejNoResources;
+		gsi_send_to(g, our, peer, rej);
+		return;
+	}
+	SoftId *s = child->s;
+	s->device = g->dev;
+	s->dst_device = g->dev;
+	s->addr_src = local;
+	s->addr_dst = remote;
+	s->have_route = true;
+	s->mad = true;
+	s->gsi = g;
+	do
+		s->lcid = rng()();
+	while (!s->lcid);
+	s->rcid = m.local_id;
+	s->tid = m.tid;
+	memcpy(s->our_gid, our, 16);
+	memcpy(s->peer_gid, peer, 16);
+	Message req;
+	req.type = MsgType::req;
+	req.port_space = ps;
+	req.qp_type = m.transport == mad::kTransportUc ? IBV_QPT_UC : IBV_QPT_RC;
+	req.qpn = m.qpn;
+	req.psn = rng()() & 0xffffff; // the peer's send PSN: REP names it
+	req.responder_resources = m.resp_res;
+	req.initiator_depth = m.init_depth;
+	req.retry_count = m.retry;
+	req.rnr_retry_count = m.rnr_retry;
+	req.srq = m.srq;
+	req.flow_control = m.flow_control;
+	req.port.device = uint16_t(g->dev);
+	req.port.mtu = m.mtu;
+	memcpy(req.port.gid, peer, 16);
+	req.private_len = uint16_t(mad::private_bytes(mad::Attr::req) - mad::kCmaHeaderBytes);
+	memcpy(req.private_data, m.private_data + mad::kCmaHeaderBytes, req.private_len);
+	s->peer = req;
+	s->peer_valid = true;
+	s->retry = m.retry;
+	s->rnr = m.rnr_retry;
+	s->resp_res = m.init_depth;
+	s->init_depth = m.resp_res;
+	s->psn = m.psn; // REQ's starting PSN: where the requester's receive queue starts
+	s->st = St::req_rcvd;
+	RawEvent e = make_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	e.handle = s->handle;
+	fill_conn(e, req);
+	e.child = std::move(child);
+	push(l->src, std::move(e));
+}
+
+void on_mad(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer[16])
+{
+	if (m.attr == mad::Attr::req) {
+		on_mad_req(g, m, our, peer);
+		return;
+	}
+	SoftId *s = mad_id(g, m.remote_id);
+	if (m.attr == mad::Attr::dreq && (!s || s->st == St::disconnected || s->st == St::done)) {
+		// Answered even when the connection is gone (a DREP was lost).
+		mad::Mad r;
+		r.attr = mad::Attr::drep;
+		r.tid = m.tid;
+		r.local_id = m.remote_id;
+		r.remote_id = m.local_id;
+		gsi_send_to(g, our, peer, r);
+		if (s && s->retx && s->last.attr == mad::Attr::dreq)
+			mad_stop(s); // DREQs crossed
+		return;
+	}
+	if (!s || memcmp(s->peer_gid, peer, 16) != 0)
+		return;
+	switch (m.attr) {
+	case mad::Attr::rep:
+		if (s->st == St::connected) { // our RTU was lost
+			gsi_send_to(g, s->our_gid, s->peer_gid, mad_for(s, mad::Attr::rtu));
+			return;
+		}
+		if (s->st != St::req_sent)
+			return;
+		{
+			mad_stop(s);
+			s->rcid = m.local_id;
+			Port local;
+			local_port(s, local);
+			Message rep;
+			rep.type = MsgType::rep;
+			rep.qpn = m.qpn;
+			rep.psn = s->mad_rq_psn; // what our REQ named for our receive queue
+			s->psn = m.psn;          // REP's: where the peer's receive queue starts
+			rep.responder_resources = m.resp_res;
+			rep.initiator_depth = m.init_depth;
+			rep.rnr_retry_count = m.rnr_retry;
+			rep.srq = m.srq;
+			rep.flow_control = m.flow_control;
+			rep.port = local;
+			memcpy(rep.port.gid, peer, 16);
+			rep.private_len = uint16_t(mad::private_bytes(mad::Attr::rep));
+			memcpy(rep.private_data, m.private_data, rep.private_len);
+			take_rep(s, rep);
+		}
+		return;
+	case mad::Attr::rtu:
+		if (s->st == St::rep_sent) {
+			mad_stop(s);
+			post(s, RDMA_CM_EVENT_ESTABLISHED, 0);
+			s->st = St::connected;
+		}
+		return;
+	case mad::Attr::rej:
+		if (s->st == St::req_sent || s->st == St::rep_sent || s->st == St::rep_rcvd) {
+			mad_stop(s);
+			RawEvent e = make_event(s, RDMA_CM_EVENT_REJECTED, m.reason);
+			size_t n = mad::private_bytes(mad::Attr::rej);
+			memcpy(e.conn.private_data, m.private_data, n);
+			e.conn.private_data_len = uint8_t(n);
+			push(s->src, std::move(e));
+			s->st = St::done;
+		}
+		return;
+	case mad::Attr::mra:
+		// The peer needs more time: wait as long as it says (at most
+		// about 2 minutes), the tries left unchanged.
+		if (s->retx) {
+			uint64_t t = 4096ull << std::min<uint8_t>(m.service_timeout, 24);
+			s->deadline = now_ns() + t + kMadRetryNs;
+			arm_timer(s->src);
+		}
+		return;
+	case mad::Attr::dreq:
+		if (s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) {
+			mad_stop(s);
+			mad::Mad r = mad_for(s, mad::Attr::drep);
+			r.tid = m.tid;
+			mad_send(s, r, false);
+			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+			s->st = St::disconnected;
+		}
+		return;
+	case mad::Attr::drep:
+		if (s->retx && s->last.attr == mad::Attr::dreq)
+			mad_stop(s);
+		return;
+	default:
+		return; // SIDR is not carried on QP1 yet
+	}
+}
+
+void gsi_readable(Gsi *g)
+{
+	ibv_cq *cq;
+	void *cq_ctx;
+	while (ibv_get_cq_event(g->ch, &cq, &cq_ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+	for (int round = 0; round < 2; round++) {
+		ibv_wc wc[16];
+		int n;
+		while ((n = ibv_poll_cq(g->cq, 16, wc)) > 0) {
+			for (int i = 0; i < n; i++) {
+				if (!(wc[i].opcode & IBV_WC_RECV))
+					continue; // a send done
+				uint32_t slot = uint32_t(wc[i].wr_id);
+				if (slot >= kGsiRecv)
+					continue;
+				const uint8_t *b = g->buf + slot * kGsiRecvSlot;
+				if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= 40) {
+					// Addresses from the GRH area: IPv4's header in
+					// its last 20 bytes, or the IPv6 header.
+					uint8_t our[16] = {}, peer[16] = {};
+					bool v4 = (b[20] >> 4) == 4;
+					if (v4) {
+						our[10] = our[11] = peer[10] = peer[11] = 0xff;
+						memcpy(peer + 12, b + 20 + 12, 4);
+						memcpy(our + 12, b + 20 + 16, 4);
+					} else {
+						memcpy(peer, b + 8, 16);
+						memcpy(our, b + 24, 16);
+					}
+					mad::Mad m;
+					mad::MadError err = mad::parse(b + 40, wc[i].byte_len - 40, m);
+					if (err == mad::MadError::ok) {
+						cm::log::debug("sroce%d: CM MAD 0x%x in (comm IDs %08x %08x)",
+							       g->dev - kRoceDeviceBase, unsigned(m.attr),
+							       m.local_id, m.remote_id);
+						on_mad(g, m, our, peer);
+					} else {
+						cm::log::info("sroce%d: a malformed CM MAD dropped (%s; %llu so far)",
+							      g->dev - kRoceDeviceBase, mad::mad_error_name(err),
+							      (unsigned long long)mad::mad_failures(mad::MadError::ok));
+					}
+				}
+				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					gsi_post_recv(g, slot);
+			}
+		}
+		if (round == 0)
+			ibv_req_notify_cq(g->cq, 0);
+	}
+}
+
 void on_request(Source *src, SoftId *l, int fd, const Message &m)
 {
 	bool want_ud = l->ud;
@@ -1870,6 +2536,13 @@ Source::~Source()
 {
 	std::lock_guard<std::recursive_mutex> g(g_lock);
 	ready.clear(); // children of unreported requests are destroyed here
+	for (size_t i = 0; i < g_sources.size(); i++)
+		if (g_sources[i] == this) {
+			g_sources.erase(g_sources.begin() + long(i));
+			break;
+		}
+	for (auto it = g_items.begin(); it != g_items.end();)
+		it = it->second.kind == Item::qp1 && it->second.src == this ? g_items.erase(it) : std::next(it);
 	for (auto &k : keys)
 		if (k)
 			g_items.erase(k);
@@ -1939,6 +2612,7 @@ int Source::next(RawEvent &ev, bool block) noexcept
 			case Item::listen: on_listen_readable(this, item.id); break;
 			case Item::conn: on_conn_readable(item.id); break;
 			case Item::pending: on_pending_readable(this, evs[i].data.u64); break;
+			case Item::qp1: gsi_readable(item.gsi); break;
 			}
 		}
 		dispatching = false;
@@ -2012,6 +2686,9 @@ std::unique_ptr<EventSource> open_source(int &err) noexcept
 	try {
 		src->keys[0] = usercm::add_item(src.get(), src->evfd, usercm::Item{usercm::Item::event});
 		src->keys[1] = usercm::add_item(src.get(), src->tfd, usercm::Item{usercm::Item::timer});
+		usercm::g_sources.push_back(src.get());
+		for (usercm::Gsi *gsi : usercm::g_gsi)
+			usercm::gsi_watch(src.get(), gsi);
 	} catch (...) {
 		err = ENOMEM;
 		return nullptr;
