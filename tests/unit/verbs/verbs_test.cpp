@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/ip.h>
@@ -428,10 +429,18 @@ TEST_F(VerbsTest, CompletionEventRoundTrip)
 	int cookie;
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, &cookie, ch, 0);
 	ASSERT_NE(cq, nullptr);
-	// What the device does: one event record naming the CQ's user handle.
+	// What the device does: one event record naming the CQ's user handle,
+	// written through the channel's pipe opened for writing by its /proc
+	// name (channel->fd is the pipe's read end; the soft device's
+	// notify_pipe writes the same way).
 	struct ib_uverbs_comp_event_desc desc = {};
 	desc.cq_handle = reinterpret_cast<uintptr_t>(cq);
-	ASSERT_EQ(write(ch->fd, &desc, sizeof(desc)), static_cast<ssize_t>(sizeof(desc)));
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", ch->fd);
+	int wfd = open(path, O_WRONLY | O_CLOEXEC);
+	ASSERT_GE(wfd, 0) << strerror(errno);
+	ASSERT_EQ(write(wfd, &desc, sizeof(desc)), static_cast<ssize_t>(sizeof(desc)));
+	close(wfd);
 	struct pollfd pfd = {ch->fd, POLLIN, 0};
 	ASSERT_EQ(poll(&pfd, 1, 1000), 1) << "channel fd must work with poll";
 
