@@ -5,9 +5,9 @@
 # on the device's QP1, src/DESIGN.md "Connection manager for software
 # devices"), on a veth pair: ovc0 (10.79.1.1, rxe2) in the guest's root
 # namespace, ovc1 (10.79.1.2, sroce0) in the namespace "ovrocecm". Debian's
-# rping, ucmatose and ib_send_bw -R run in both directions (our side as
-# server and as client): REQ, REP, RTU, DREQ and DREP cross between the
-# kernel's CM and ours, and the connection's data between rxe and sroce.
+# rping, ucmatose, udaddy and ib_send_bw -R run in both directions (our side
+# as server and as client): REQ, REP, RTU, DREQ, DREP, SIDR_REQ and SIDR_REP
+# cross between the kernel's CM and ours, and the data between rxe and sroce.
 # shellcheck source=tests/vm/lib.sh disable=SC2154
 . "$OV_REPO/tests/vm/lib.sh"
 ov_require_ours "the RoCE v2 software device and its CM are the project's"
@@ -24,6 +24,9 @@ ov_pair rping-ours-server roce "$ours rping -s -a $oip -C 10 -V" "$kern rping -c
 ov_pair rping-rxe-server cm "$kern rping -s -a $kip -C 10 -V" "$ours rping -c -a $kip -C 10 -V"
 ov_pair ucmatose-ours-server roce "$ours ucmatose -b $oip -c 2 -C 10" "$kern ucmatose -s $oip -c 2 -C 10"
 ov_pair ucmatose-rxe-server cm "$kern ucmatose -b $kip -c 2 -C 10" "$ours ucmatose -s $kip -c 2 -C 10"
+# UD ids: SIDR_REQ/SIDR_REP, then datagrams both ways.
+ov_pair udaddy-ours-server roce "$ours udaddy -b $oip -c 2 -C 10" "$kern udaddy -s $oip -c 2 -C 10"
+ov_pair udaddy-rxe-server cm "$kern udaddy -b $kip -c 2 -C 10" "$ours udaddy -s $kip -c 2 -C 10"
 # (-x: our side's IPv4 GID, 1; the kernel's picks its own. -F: no report
 # when the clock calibration is noisy, as under TCG.)
 ov_pair ib_send_bw-R-ours-server roce "$ours ib_send_bw -R -d sroce0 -x 1 -n 200 -F" \

@@ -1576,8 +1576,8 @@ public:
 			m.srq = p.srq;
 			m.port = local;
 		}
-		if (is_roce(s->device) && !s->ud)
-			return connect_mad(m, local);
+		if (is_roce(s->device))
+			return s->ud ? sidr_mad(m, local) : connect_mad(m, local);
 		int fd = -1;
 		if (open_to_listener(s->ps, reinterpret_cast<const sockaddr *>(&s->addr_dst), fd) != 0) {
 			// Nobody listens: what the kernel's CM answers (REJ "invalid
@@ -1601,13 +1601,13 @@ public:
 		return 0;
 	}
 
-	// REQ on the device's QP1 (IBTA 12.6.5): the rdma_cm header (our
-	// address and port, the destination's) before the private data.
-	int connect_mad(const Message &m, const Port &local)
+	// The active side's first MAD: the device's QP1, a communication (or
+	// request) ID, a transaction ID, our GID and the destination's.
+	bool mad_begin(const Port &local)
 	{
 		Gsi *g = gsi_for(s->device);
 		if (!g)
-			return ENODEV;
+			return false;
 		s->mad = true;
 		s->gsi = g;
 		do
@@ -1616,6 +1616,37 @@ public:
 		s->tid = uint64_t(rng()()) << 32 | rng()();
 		memcpy(s->our_gid, local.gid, 16);
 		roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_dst), s->peer_gid);
+		return true;
+	}
+
+	// SIDR_REQ on the device's QP1 (IBTA 12.11): a UD id's request for
+	// the destination's QPN and Q_Key, with the rdma_cm header too.
+	int sidr_mad(const Message &m, const Port &local)
+	{
+		if (!mad_begin(local))
+			return ENODEV;
+		mad::Mad r = mad_for(s, mad::Attr::sidr_req);
+		r.pkey = mad::kDefaultPkey;
+		r.service_id = mad::service_id(s->ps, port_of(reinterpret_cast<sockaddr *>(&s->addr_dst)));
+		mad::CmaHeader h;
+		h.family = reinterpret_cast<const sockaddr *>(&s->addr_src)->sa_family;
+		h.src_port = port_of(reinterpret_cast<const sockaddr *>(&s->addr_src));
+		memcpy(h.src, m.src.addr, 16);
+		memcpy(h.dst, m.dst.addr, 16);
+		mad::encode_cma(h, r.private_data);
+		memcpy(r.private_data + mad::kCmaHeaderBytes, m.private_data, m.private_len);
+		if (!mad_send(s, r, true))
+			return EIO;
+		s->st = St::req_sent;
+		return 0;
+	}
+
+	// REQ on the device's QP1 (IBTA 12.6.5): the rdma_cm header (our
+	// address and port, the destination's) before the private data.
+	int connect_mad(const Message &m, const Port &local)
+	{
+		if (!mad_begin(local))
+			return ENODEV;
 		mad::Mad r = mad_for(s, mad::Attr::req);
 		r.service_id = mad::service_id(s->ps, port_of(reinterpret_cast<sockaddr *>(&s->addr_dst)));
 		r.qpn = m.qpn;
@@ -1667,13 +1698,11 @@ public:
 			return 0;
 		if (s->st != St::bound || s->lfd < 0)
 			return EINVAL;
-		// Connections to an sroce device arrive on its QP1: have it ready.
-		if (!s->ud) {
-			for (int n = 0; n < kMaxRoceDevices; n++) {
-				int dev = kRoceDeviceBase + n;
-				if (have_device(dev) && (s->device < 0 || s->device == dev) && !gsi_for(dev))
-					cm::log::warn("cannot make QP1 of sroce%d: connections to it will fail", n);
-			}
+		// Requests to an sroce device arrive on its QP1: have it ready.
+		for (int n = 0; n < kMaxRoceDevices; n++) {
+			int dev = kRoceDeviceBase + n;
+			if (have_device(dev) && (s->device < 0 || s->device == dev) && !gsi_for(dev))
+				cm::log::warn("cannot make QP1 of sroce%d: connections to it will fail", n);
 		}
 		s->st = St::listening;
 		return 0;
@@ -1719,6 +1748,23 @@ public:
 		Port local;
 		if (!local_port(s, local) || (s->cfd < 0 && !s->mad))
 			return EINVAL;
+		if (s->mad && s->ud) {
+			if (p.private_data_len > mad::private_bytes(mad::Attr::sidr_rep) || p.qp_num < 2 ||
+			    p.qp_num > 0xffffff)
+				return EINVAL;
+			mad::Mad r = mad_for(s, mad::Attr::sidr_rep);
+			r.local_id = s->rcid; // the request ID
+			r.remote_id = 0;
+			r.status = 0;
+			r.qpn = p.qp_num;
+			r.qkey = s->qkey;
+			r.service_id = mad::service_id(s->ps, port_of(reinterpret_cast<sockaddr *>(&s->addr_src)));
+			memcpy(r.private_data, p.private_data, p.private_data_len);
+			mad_send(s, r, false);
+			s->last = r; // for a duplicate SIDR_REQ
+			s->st = St::done;
+			return 0;
+		}
 		if (s->mad) {
 			if (p.private_data_len > mad::private_bytes(mad::Attr::rep) ||
 			    p.qp_num < 2 || p.qp_num > 0xffffff)
@@ -1782,6 +1828,21 @@ public:
 		std::lock_guard<std::recursive_mutex> g(g_lock);
 		if ((s->st != St::req_rcvd && s->st != St::rep_rcvd) || (len && !data))
 			return EINVAL;
+		if (s->mad && s->ud) {
+			if (len > mad::private_bytes(mad::Attr::sidr_rep))
+				return EINVAL;
+			mad::Mad r = mad_for(s, mad::Attr::sidr_rep);
+			r.local_id = s->rcid;
+			r.remote_id = 0;
+			r.status = kSidrReject;
+			r.service_id = mad::service_id(s->ps, port_of(reinterpret_cast<sockaddr *>(&s->addr_src)));
+			if (len)
+				memcpy(r.private_data, data, len);
+			mad_send(s, r, false);
+			s->last = r;
+			s->st = St::done;
+			return 0;
+		}
 		if (s->mad) {
 			if (len > mad::private_bytes(mad::Attr::rej))
 				return EINVAL;
@@ -2224,10 +2285,12 @@ void mad_stop(SoftId *s)
 // of its service ID and address (CONNECT_REQUEST), or REJ "invalid service ID".
 void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer[16])
 {
+	bool sidr = m.attr == mad::Attr::sidr_req;
 	for (auto &kv : g_ids) {
 		SoftId *d = kv.second;
-		if (d->mad && d->gsi == g && d->rcid == m.local_id && !memcmp(d->peer_gid, peer, 16)) {
-			if (d->st == St::rep_sent)
+		if (d->mad && d->gsi == g && d->ud == sidr && d->rcid == m.local_id &&
+		    !memcmp(d->peer_gid, peer, 16)) {
+			if (d->st == St::rep_sent || (sidr && d->st == St::done))
 				gsi_send_to(g, d->our_gid, d->peer_gid, d->last);
 			return;
 		}
@@ -2250,7 +2313,7 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	for (auto &kv : g_ids) {
 		SoftId *c = kv.second;
 		const sockaddr *ca = reinterpret_cast<const sockaddr *>(&c->addr_src);
-		if (c->st != St::listening || c->ud || c->ps != ps || port_of(ca) != port ||
+		if (c->st != St::listening || c->ud != sidr || c->ps != ps || port_of(ca) != port ||
 		    (c->device >= 0 && c->device != g->dev))
 			continue;
 		if (is_wildcard(ca) ? (ca->sa_family == AF_INET6 || ca->sa_family == la->sa_family)
@@ -2265,8 +2328,18 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	rej.remote_id = m.local_id;
 	rej.msg = mad::kMsgReq;
 	memcpy(rej.ca_guid, &soft_devices().guid[g->dev], 8);
+	if (sidr) { // a SIDR_REP with a status instead of REJ
+		rej = mad::Mad{};
+		rej.attr = mad::Attr::sidr_rep;
+		rej.tid = m.tid;
+		rej.local_id = m.local_id;
+		rej.service_id = m.service_id;
+	}
 	if (!l) {
 		rej.reason = kRejInvalidServiceId;
+		rej.status = kSidrUnsupported;
+		if (sidr)
+			rej.reason = 0;
 		gsi_send_to(g, our, peer, rej);
 		return;
 	}
@@ -2276,7 +2349,10 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	} catch (...) {
 	}
 	if (!child) {
-		rej.reason = kRejNoResources;
+		if (sidr)
+			rej.status = kSidrReject;
+		else
+			rej.reason = kRejNoResources;
 		gsi_send_to(g, our, peer, rej);
 		return;
 	}
@@ -2295,6 +2371,21 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	s->tid = m.tid;
 	memcpy(s->our_gid, our, 16);
 	memcpy(s->peer_gid, peer, 16);
+	if (sidr) {
+		Message sreq;
+		sreq.type = MsgType::sidr_req;
+		sreq.port_space = ps;
+		sreq.private_len =
+			uint16_t(mad::private_bytes(mad::Attr::sidr_req) - mad::kCmaHeaderBytes);
+		memcpy(sreq.private_data, m.private_data + mad::kCmaHeaderBytes, sreq.private_len);
+		s->st = St::req_rcvd;
+		RawEvent e = make_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+		e.handle = s->handle;
+		set_private(e, sreq);
+		e.child = std::move(child);
+		push(l->src, std::move(e));
+		return;
+	}
 	Message req;
 	req.type = MsgType::req;
 	req.port_space = ps;
@@ -2329,8 +2420,34 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 
 void on_mad(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer[16])
 {
-	if (m.attr == mad::Attr::req) {
+	if (m.attr == mad::Attr::req || m.attr == mad::Attr::sidr_req) {
 		on_mad_req(g, m, our, peer);
+		return;
+	}
+	if (m.attr == mad::Attr::sidr_rep) {
+		// The request ID is ours; a reply to a request no longer waiting
+		// (answered already, or timed out) is dropped.
+		SoftId *s = mad_id(g, m.local_id);
+		if (!s || !s->ud || s->st != St::req_sent || memcmp(s->peer_gid, peer, 16) != 0)
+			return;
+		mad_stop(s);
+		bool ok = m.status == 0;
+		RawEvent e = make_event(s, ok ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_UNREACHABLE,
+					ok ? 0 : -ECONNRESET);
+		size_t n = mad::private_bytes(mad::Attr::sidr_rep);
+		memcpy(e.ud.private_data, m.private_data, n);
+		e.ud.private_data_len = uint8_t(n);
+		memcpy(e.conn.private_data, m.private_data, n);
+		e.conn.private_data_len = uint8_t(n);
+		if (ok && !roce_ah(s, e.ud.ah_attr)) {
+			e.event = RDMA_CM_EVENT_UNREACHABLE;
+			e.status = -EADDRNOTAVAIL;
+		} else if (ok) {
+			e.ud.qp_num = m.qpn;
+			e.ud.qkey = m.qkey;
+		}
+		push(s->src, std::move(e));
+		s->st = St::done;
 		return;
 	}
 	SoftId *s = mad_id(g, m.remote_id);
