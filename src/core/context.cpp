@@ -93,7 +93,7 @@ int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driv
 	ctx->device = dev;
 	ctx->cmd_fd = cmd_fd;
 	ctx->async_fd = -1;
-	pthread_mutex_init(&ctx->mutex, nullptr);
+	init_object_sync(&ctx->mutex, nullptr);
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	vctx->sz = sizeof(*vctx);
 	vctx->priv = priv;

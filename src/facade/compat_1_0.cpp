@@ -51,8 +51,7 @@ template <typename T> T *discard_wrapper(T *wrapper) noexcept
 // The mutex and condition a 1.0 CQ, SRQ or QP offers for event counting.
 template <typename T> void init_event_sync(T *wrapper) noexcept
 {
-	pthread_mutex_init(&wrapper->mutex, nullptr);
-	pthread_cond_init(&wrapper->cond, nullptr);
+	init_object_sync(&wrapper->mutex, &wrapper->cond);
 }
 
 // After the real object's destroy returned `ret`: on success the 1.0

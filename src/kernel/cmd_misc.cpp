@@ -117,8 +117,7 @@ int cmd_create_wq(struct ibv_context *context, struct ibv_wq_init_attr *wq_init_
 	}
 	wq->state = IBV_WQS_RESET;
 	wq->events_completed = 0;
-	pthread_mutex_init(&wq->mutex, nullptr);
-	pthread_cond_init(&wq->cond, nullptr);
+	init_object_sync(&wq->mutex, &wq->cond);
 	return 0;
 }
 

@@ -41,8 +41,7 @@ void set_qp(struct verbs_qp *vqp, struct ibv_qp *qp, const struct ibv_qp_init_at
 	qp->qp_type = attr_ex->qp_type;
 	qp->state = IBV_QPS_RESET;
 	qp->events_completed = 0;
-	pthread_mutex_init(&qp->mutex, nullptr);
-	pthread_cond_init(&qp->cond, nullptr);
+	init_object_sync(&qp->mutex, &qp->cond);
 	if (vqp) {
 		vqp->comp_mask = 0;
 		if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_XRCD) {
@@ -414,8 +413,7 @@ int cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz, st
 	qp->qp.qp_type = attr->qp_type;
 	qp->qp.state = IBV_QPS_UNKNOWN;
 	qp->qp.events_completed = 0;
-	pthread_mutex_init(&qp->qp.mutex, nullptr);
-	pthread_cond_init(&qp->qp.cond, nullptr);
+	init_object_sync(&qp->qp.mutex, &qp->qp.cond);
 	qp->comp_mask = 0;
 	// Old providers pass a verbs_qp without the xrcd field.
 	if (offsetof(struct verbs_qp, xrcd) < (size_t)vqp_sz) {

@@ -95,8 +95,7 @@ int create_srq(struct ibv_pd *pd, struct verbs_srq *vsrq, struct ibv_srq *srq_in
 	srq->context = pd->context;
 	srq->srq_context = attr_ex->srq_context;
 	srq->events_completed = 0;
-	pthread_mutex_init(&srq->mutex, nullptr);
-	pthread_cond_init(&srq->cond, nullptr);
+	init_object_sync(&srq->mutex, &srq->cond);
 
 	uint32_t max_wr = 0, max_sge = 0, srq_num = 0;
 	if (srq_type == IBV_SRQT_XRC) {

@@ -292,8 +292,7 @@ void init_cq(struct ibv_cq *cq, struct ibv_context *ctx, struct ibv_comp_channel
 	cq->cq_context = cq_context;
 	cq->comp_events_completed = 0;
 	cq->async_events_completed = 0;
-	pthread_mutex_init(&cq->mutex, nullptr);
-	pthread_cond_init(&cq->cond, nullptr);
+	init_object_sync(&cq->mutex, &cq->cond);
 }
 
 struct ibv_cq *create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
@@ -362,8 +361,7 @@ struct ibv_srq *create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) no
 		srq->srq_context = attr->srq_context;
 		srq->pd = pd;
 		srq->events_completed = 0;
-		pthread_mutex_init(&srq->mutex, nullptr);
-		pthread_cond_init(&srq->cond, nullptr);
+		init_object_sync(&srq->mutex, &srq->cond);
 	}
 	return srq;
 }
