@@ -14,6 +14,8 @@ namespace ov::kernel {
 
 void wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond, const uint32_t *completed, uint32_t reported) noexcept
 {
+	if (reported == 0)
+		return;
 	pthread_mutex_lock(mutex);
 	while (*completed != reported)
 		pthread_cond_wait(cond, mutex);
@@ -182,7 +184,10 @@ int cmd_destroy_cq(struct ibv_cq *cq) noexcept
 		return ret;
 
 	// Every completion and async event the kernel delivered for this CQ
-	// must be acknowledged before its memory may go.
+	// must be acknowledged before its memory may go (none delivered: none
+	// can have been acknowledged, nothing to wait for).
+	if (resp.comp_events_reported == 0 && resp.async_events_reported == 0)
+		return 0;
 	pthread_mutex_lock(&cq->mutex);
 	while (cq->comp_events_completed != resp.comp_events_reported ||
 	       cq->async_events_completed != resp.async_events_reported)

@@ -228,7 +228,9 @@ template <class Wr> void report_bad_wr(Wr *wr, uint32_t wr_count, uint32_t bad, 
 }
 
 // Waits until the application acknowledged as many events as the kernel
-// reported for a destroyed object.
+// reported for a destroyed object. Nothing to wait for (and no lock to
+// take) when the kernel reported none: an application acknowledges only
+// events it received, so the count of acknowledged ones is still 0.
 void wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond, const uint32_t *completed, uint32_t reported) noexcept;
 
 // Where the kernel's answer to a destroy goes: the ioctl method's output
