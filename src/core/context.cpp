@@ -100,7 +100,9 @@ int init_context(verbs_context *vctx, ibv_device *dev, int cmd_fd, uint32_t driv
 	priv->embedded = embedded != nullptr;
 	priv->driver_id = driver_id;
 	set_dummy_ops(vctx);
-	priv->use_ioctl_write = kernel_cmd_fd(ctx) && ov::kernel::probe_ioctl_write(cmd_fd, driver_id);
+	// Whether write() commands can take the INVOKE_WRITE tunnel is probed
+	// by the transport when it first needs to know (rarely: see send_write).
+	priv->ioctl_write = kIoctlWriteUnknown;
 	return 0;
 }
 

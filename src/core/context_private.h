@@ -2,8 +2,8 @@
 //
 // Not visible to providers or applications (its layout is ours to choose);
 // every layer of the library reaches the authoritative op table through
-// get_ops(). Owned by the core; the kernel transport reads driver_id,
-// use_ioctl_write and the unsupported_ioctls bitmap.
+// get_ops(). Owned by the core; the kernel transport reads driver_id and
+// the unsupported_ioctls bitmap and keeps ioctl_write.
 #pragma once
 
 #include <infiniband/driver.h>
@@ -23,7 +23,12 @@ struct verbs_ex_private {
 	// method, or all bits after ENOTTY (no ioctl framework at all).
 	uint64_t unsupported_ioctls[(kVerbsOpsCount + 63) / 64];
 	uint32_t driver_id;        // enum rdma_driver_id given by the provider
-	bool use_ioctl_write;      // tunnel write() commands through INVOKE_WRITE
+	// Whether write() commands can be tunnelled through INVOKE_WRITE:
+	// kIoctlWriteUnknown until the transport first needs to know (only a
+	// refused write() or an odd-sized command does), then probed once.
+	// Read and written with relaxed atomics (two threads may probe at once;
+	// both store the same answer).
+	uint8_t ioctl_write;
 	bool imported;             // context made by ibv_import_device
 	// Lives in the provider's context allocation (made by
 	// _verbs_init_and_alloc_context), so verbs_uninit_context must not
@@ -31,6 +36,11 @@ struct verbs_ex_private {
 	bool embedded;
 	struct verbs_context_ops ops; // authoritative op table (verbs_set_ops)
 };
+
+// Values of verbs_ex_private::ioctl_write.
+inline constexpr uint8_t kIoctlWriteUnknown = 0;
+inline constexpr uint8_t kIoctlWriteYes = 1;
+inline constexpr uint8_t kIoctlWriteNo = 2;
 
 // The authoritative op table of a context made by this library.
 static inline const struct verbs_context_ops *get_ops(struct ibv_context *ctx)

@@ -62,11 +62,21 @@ int do_write(int fd, const void *buf, size_t len) noexcept
 	return 0;
 }
 
-// The context can tunnel write commands through INVOKE_WRITE.
+// The context can tunnel write commands through INVOKE_WRITE. Asked only
+// off the fast path (a write() refused with EACCES, a size that is not whole
+// words), so the kernel is probed on the first question, not at every open.
 bool has_tunnel(struct ibv_context *ctx) noexcept
 {
 	struct verbs_ex_private *priv = priv_of(ctx);
-	return priv && priv->use_ioctl_write;
+	if (!priv)
+		return false;
+	uint8_t known = __atomic_load_n(&priv->ioctl_write, __ATOMIC_RELAXED);
+	if (known == kIoctlWriteUnknown) {
+		known = kernel_cmd_fd(ctx) && probe_ioctl_write(ctx->cmd_fd, priv->driver_id) ? kIoctlWriteYes
+											   : kIoctlWriteNo;
+		__atomic_store_n(&priv->ioctl_write, known, __ATOMIC_RELAXED);
+	}
+	return known == kIoctlWriteYes;
 }
 
 // INVOKE_WRITE: a write command carried by ioctl attributes.

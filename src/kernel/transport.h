@@ -7,7 +7,10 @@
 //  * write(): ib_uverbs_cmd_hdr + core request + provider data (UHW); extended
 //    commands add ib_uverbs_ex_cmd_hdr and IB_USER_VERBS_CMD_FLAG_EXTENDED.
 //  * write() tunnelled through ioctl (UVERBS_METHOD_INVOKE_WRITE) when the
-//    context's priv->use_ioctl_write is set (every kernel since 5.0).
+//    kernel has it (every kernel since 5.0) and a write() was refused or
+//    cannot express the command's size (send_write below).
+// Whether the tunnel exists is probed (probe_ioctl_write) the first time the
+// transport needs to know, and kept in priv->ioctl_write.
 // The per-context fallback (priv->unsupported_ioctls) decides, per op, whether
 // the ioctl method is tried or the legacy write command is sent instead.
 //
@@ -56,7 +59,7 @@ private:
 };
 
 // ---------------------------------------------------------------------------
-// Context probe, called by the core while initialising a context: true when
+// Tunnel probe, run by the transport the first time a context needs it: true when
 // the kernel accepts UVERBS_METHOD_INVOKE_WRITE (the probe sends WRITE_CMD =
 // IB_USER_VERBS_CMD_QUERY_DEVICE without payload; any answer other than
 // EPROTONOSUPPORT or ENOTTY, normally ENOSPC, means the tunnel exists).

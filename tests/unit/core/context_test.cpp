@@ -68,7 +68,7 @@ TEST_F(SoftContext, InitFillsTheLibraryFields)
 	// rdma-core 64 put six pointers in front (alloc_dmah .. free_buf).
 	EXPECT_EQ(vctx->sz, _OPENVERBS_ABI >= 64 ? 696u : 648u);
 	EXPECT_EQ(ctx->abi_compat, __VERBS_ABI_IS_EXTENDED);
-	EXPECT_FALSE(vctx->priv->use_ioctl_write);
+	EXPECT_EQ(vctx->priv->ioctl_write, kIoctlWriteUnknown); // probed on first need only
 	EXPECT_EQ(vdev->refcount.load(), before + 1);
 	// Library ops installed by set_lib_ops.
 	EXPECT_EQ(vctx->create_cq_ex, ov::lib_create_cq_ex);

@@ -80,7 +80,7 @@ FakeContext::FakeContext(bool use_ioctl_write, uint32_t driver_id)
 	vctx.sz = sizeof(vctx);
 	vctx.priv = &priv;
 	priv.driver_id = driver_id;
-	priv.use_ioctl_write = use_ioctl_write;
+	priv.ioctl_write = use_ioctl_write ? kIoctlWriteYes : kIoctlWriteNo;
 }
 
 struct ib_uverbs_attr *live_attr(struct ib_uverbs_ioctl_hdr *hdr, uint16_t id)

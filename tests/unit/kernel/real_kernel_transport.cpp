@@ -52,7 +52,7 @@ bool set_mode(struct ibv_context *ctx, const std::string &mode)
 	if (mode == "tunnel")
 		return true;
 	if (mode == "write") {
-		priv->use_ioctl_write = false;
+		priv->ioctl_write = kIoctlWriteNo;
 		return true;
 	}
 	return false;
@@ -303,7 +303,7 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "cannot set mode %s\n", mode.c_str());
 		return 2;
 	}
-	std::printf("mode %s: use_ioctl_write=%d\n", mode.c_str(), (int)verbs_get_ctx(ctx)->priv->use_ioctl_write);
+	std::printf("mode %s: ioctl_write=%d\n", mode.c_str(), (int)verbs_get_ctx(ctx)->priv->ioctl_write);
 	bool ok = run(ctx, gid_index, rc);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);

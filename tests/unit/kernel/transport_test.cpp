@@ -354,6 +354,51 @@ TEST(Write, InvokeWriteTunnelCarriesCoreAndUhwAsAttributes)
 	expect_attr_bytes(call.attrs[4], make_attr(UVERBS_ATTR_UHW_OUT, 4, M, (uintptr_t)&resp.drv));
 }
 
+TEST(Write, TheTunnelIsProbedOnFirstNeedOnce)
+{
+	FakeKernel k;
+	FakeContext c;
+	c.priv.ioctl_write = kIoctlWriteUnknown; // as a freshly opened context
+	ProviderAllocPd cmd = {};
+	ProviderAllocPdResp resp = {};
+	struct ibv_pd pd = {};
+	auto alloc_pd = [&] {
+		return ibv_cmd_alloc_pd(c.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(&cmd), sizeof(cmd),
+					core(resp), sizeof(resp));
+	};
+	// write() accepted: the tunnel is never asked about.
+	ASSERT_EQ(0, alloc_pd());
+	EXPECT_TRUE(k.ioctls.empty());
+	EXPECT_EQ(kIoctlWriteUnknown, c.priv.ioctl_write);
+
+	// write() refused: the probe, then the command through the tunnel.
+	k.on_write = [](const void *, size_t) { return EACCES; };
+	k.on_ioctl = [&](struct ib_uverbs_ioctl_hdr *) { return k.ioctls.size() == 1 ? ENOSPC : 0; };
+	ASSERT_EQ(0, alloc_pd());
+	ASSERT_EQ(2u, k.ioctls.size());
+	EXPECT_EQ(UVERBS_METHOD_INVOKE_WRITE, k.ioctls[0].hdr().method_id);
+	ASSERT_EQ(1u, k.ioctls[0].attrs.size()) << "the probe: WRITE_CMD alone";
+	EXPECT_EQ(5u, k.ioctls[1].attrs.size()) << "the tunnelled command";
+	EXPECT_EQ(kIoctlWriteYes, c.priv.ioctl_write);
+	ASSERT_EQ(0, alloc_pd());
+	EXPECT_EQ(3u, k.ioctls.size()) << "probed once per context";
+
+	// A kernel without the tunnel: the refusal is the answer, probed once.
+	FakeKernel k2;
+	FakeContext old;
+	old.priv.ioctl_write = kIoctlWriteUnknown;
+	k2.on_write = [](const void *, size_t) { return EACCES; };
+	k2.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EPROTONOSUPPORT; };
+	for (int i = 0; i < 2; i++) {
+		errno = 0;
+		EXPECT_EQ(EACCES, ibv_cmd_alloc_pd(old.ctx(), &pd, reinterpret_cast<struct ibv_alloc_pd *>(&cmd),
+						   sizeof(cmd), core(resp), sizeof(resp)));
+		EXPECT_EQ(EACCES, errno);
+	}
+	EXPECT_EQ(1u, k2.ioctls.size());
+	EXPECT_EQ(kIoctlWriteNo, old.priv.ioctl_write);
+}
+
 TEST(Write, ExtendedWriteHasTheExHeader)
 {
 	FakeKernel k;
