@@ -2,6 +2,7 @@
 // its shareable backing (memfd), re-registration, import and DMA handles.
 #include "objects.h"
 
+#include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -95,14 +96,124 @@ static int check_mapped(void *addr, size_t length)
 // again (the replacement drops the advice of the old one), so fork()
 // children still do not get registered pages. Documented in
 // openverbs-soft(7). All calls go to the kernel directly (sysmm.h).
+//
+// The files: a converted range of up to kPoolRange bytes takes pages of a
+// pool file of the process (kPoolBytes, sparse), at offsets no other range
+// is ever given, and gives them back at deregistration by punching a hole
+// (fallocate(2)); a larger one (OPENVERBS_SOFT_SHARE_MAX above it) gets a
+// memfd of its own. A pool spares each registration the creation and the
+// teardown of a file (about a third of a small registration's cost), and
+// peers map it once for all the process's small regions. Offsets are never
+// reused, so a peer that still writes through a stale mapping of a
+// deregistered range can only fill that hole again (a page the pool holds
+// until it is closed), never reach another region; a pool whose offsets are
+// used up is closed once its last range is gone. Holes are punched a span
+// at a time: the ranges freed one after the other at adjacent offsets (the
+// common case: a buffer registered and deregistered again and again) wait
+// in one span, punched when it reaches kPunchSpan bytes or the next freed
+// range does not adjoin it (so at most that much memory waits per pool).
 struct SharedRange {
 	uintptr_t start, end;
 	int fd;
 	uint32_t ino;
 	int refs;
+	uint64_t off; // file offset of start
+	int pool;     // index in g_pools, or -1: fd is the range's own memfd
 };
 static pthread_mutex_t g_share_lock = PTHREAD_MUTEX_INITIALIZER;
 static SharedRange g_shared[1024];
+// Slots of g_shared below this index may be in use (scans stop there).
+static int g_shared_top;
+
+struct PoolFile {
+	int fd = -1;
+	uint32_t ino = 0;
+	uint64_t next = 0; // first offset never given out
+	int ranges = 0;    // live ranges in it
+	uint64_t punch_lo = 0, punch_hi = 0; // freed, hole not punched yet
+};
+constexpr uint64_t kPoolBytes = uint64_t(1) << 30;
+constexpr uint64_t kPoolRange = uint64_t(64) << 20;
+constexpr uint64_t kPunchSpan = uint64_t(1) << 20;
+static PoolFile g_pools[8];
+static int g_pool_cur = -1; // the pool new ranges come from, or -1
+
+static void pool_punch(PoolFile &p);
+
+// Closes pool i (its pages go with the file, unless the application still
+// maps some: the freed ones are punched first); its slot is free again
+// (g_share_lock held).
+static void pool_close(int i)
+{
+	pool_punch(g_pools[i]);
+	close(g_pools[i].fd);
+	g_pools[i] = PoolFile{};
+	if (g_pool_cur == i)
+		g_pool_cur = -1;
+}
+
+// Gives back the pages of p's freed span (g_share_lock held).
+static void pool_punch(PoolFile &p)
+{
+	if (p.punch_hi > p.punch_lo)
+		fallocate(p.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(p.punch_lo),
+			  off_t(p.punch_hi - p.punch_lo));
+	p.punch_lo = p.punch_hi = 0;
+}
+
+// n bytes (whole pages, at most kPoolRange) of a pool file: its index, and
+// the offset in *off; -1 when no pool can be had (the caller makes a file
+// of its own then). g_share_lock held.
+static int pool_take(uint64_t n, uint64_t *off)
+{
+	int c = g_pool_cur;
+	if (c >= 0 && g_pools[c].next + n > kPoolBytes) {
+		if (!g_pools[c].ranges)
+			pool_close(c);
+		else
+			pool_punch(g_pools[c]);
+		g_pool_cur = c = -1; // used up: closed with its last range
+	}
+	if (c < 0) {
+		for (int i = 0; i < int(sizeof(g_pools) / sizeof(g_pools[0])) && c < 0; i++)
+			if (g_pools[i].fd < 0)
+				c = i;
+		if (c < 0)
+			return -1;
+		int fd = sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		if (ftruncate(fd, off_t(kPoolBytes)) != 0) {
+			close(fd);
+			return -1;
+		}
+		g_pools[c] = PoolFile{fd, fd_ino(fd), 0, 0};
+		g_pool_cur = c;
+	}
+	PoolFile &p = g_pools[c];
+	*off = p.next;
+	p.next += n;
+	p.ranges++;
+	return c;
+}
+
+// A range [off, off+n) of pool i is gone; its pages are given back when
+// `release` (not while the application still maps them).
+static void pool_drop(int i, uint64_t off, uint64_t n, bool release)
+{
+	PoolFile &p = g_pools[i];
+	if (release) {
+		if (p.punch_hi != off) {
+			pool_punch(p);
+			p.punch_lo = off;
+		}
+		p.punch_hi = off + n;
+		if (p.punch_hi - p.punch_lo >= kPunchSpan)
+			pool_punch(p);
+	}
+	if (!--p.ranges && i != g_pool_cur)
+		pool_close(i); // its pages go with the file
+}
 
 // /proc/self/maps of this process, kept open for PROCMAP_QUERY (-1: not
 // opened yet; reopened in a child, whose maps are its own).
@@ -192,16 +303,20 @@ template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred
 }
 
 // True when every page of [start, end) is still mapped shared from the file
-// with inode number `ino` at the offset registration gave it (offset 0 at
-// `start`): the application may have unmapped a registered range, or mapped
+// with inode number `ino` at the offset registration gave it (offset `off`
+// at `start`): the application may have unmapped a registered range, or mapped
 // something else there, before deregistering it (UCX's registration cache
 // deregisters freed memory at cleanup), and such pages are no longer ours to
 // copy or replace.
-static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino)
+//
+// A mapping may begin before start or end after end: the kernel merges the
+// mappings of adjacent ranges that are adjacent in the file too (two ranges
+// of a pool file registered one after the other), so what is checked is
+// that each mapping puts file offset off at address start.
+static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino, uint64_t off)
 {
 	return every_vma(start, end, [&](const Vma &v) {
-		return uint32_t(v.inode) == ino && v.shared && v.start >= start &&
-		       v.offset == v.start - start;
+		return uint32_t(v.inode) == ino && v.shared && v.offset + start == off + v.start;
 	});
 }
 
@@ -374,31 +489,37 @@ static bool replace_range(uintptr_t start, size_t len, bool shmem_source, bool a
 	return true;
 }
 
-// Replaces [start, end) by a private anonymous copy (undoes the sharing).
-// False when the range stays shared (it could not be protected).
-static bool privatize(uintptr_t start, uintptr_t end, uint32_t ino, bool alone)
+// What privatize did with a range.
+enum Privatized {
+	PRIV_DONE,   // private anonymous memory again: the file's pages are unused
+	PRIV_ALONE,  // not ours to touch (unmapped, replaced, or absent in a child)
+	PRIV_FAILED, // still mapped from the file (it could not be protected)
+};
+
+// Replaces [start, end), mapped from the file of inode ino at offset off,
+// by a private anonymous copy (undoes the sharing).
+static Privatized privatize(uintptr_t start, uintptr_t end, uint32_t ino, uint64_t off, bool alone)
 {
 	// Absent in a child when the range was marked MADV_DONTFORK
 	// (ibv_fork_init): nothing to do then.
 	if (alone && sys_madvise(reinterpret_cast<void *>(start), end - start, MADV_NORMAL) != 0)
-		return true;
+		return PRIV_ALONE;
 	// Unmapped or mapped anew by the application since registration: its
 	// memory now, left as it is (what is still mapped from the file keeps
 	// the file's pages until the application unmaps it).
-	if (!still_mapped_from(start, end, ino)) {
+	if (!still_mapped_from(start, end, ino, off)) {
 		softlog(3, "registered pages at %#lx (%lu bytes) were unmapped or replaced before "
 			   "deregistration: left as they are",
 			(unsigned long)start, (unsigned long)(end - start));
-		return true;
+		return PRIV_ALONE;
 	}
 	size_t len = end - start;
-	void *p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	// The private pages allocated before the fence, in the same call (not
+	// one page fault per page during the copy).
+	void *p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
-		return false;
-	// The pages of a large copy allocated before the fence, in one call
-	// (not one fault per page during the copy).
-	if (len > 16 * 4096)
-		sys_madvise(p, len, MADV_POPULATE_WRITE);
+		return PRIV_FAILED;
 	bool ok = replace_range(start, len, true, alone, [&](void *at) {
 		copy_pages(p, at, len);
 		return p;
@@ -409,16 +530,16 @@ static bool privatize(uintptr_t start, uintptr_t end, uint32_t ino, bool alone)
 			   "they could not be write protected to copy them back",
 			(unsigned long)start, (unsigned long)len);
 	}
-	return ok;
+	return ok ? PRIV_DONE : PRIV_FAILED;
 }
 
-// Writes [src, src+len) at offset 0 of fd: the file's pages are allocated
-// by the copy itself (never zeroed first, no page fault per page).
-static bool fill_file(int fd, const void *src, size_t len)
+// Writes [src, src+len) at offset off of fd: the file's pages are
+// allocated by the copy itself (never zeroed first, no page fault per page).
+static bool fill_file(int fd, const void *src, size_t len, uint64_t off)
 {
 	const char *b = static_cast<const char *>(src);
 	for (size_t done = 0; done < len;) {
-		ssize_t n = sys_pwrite(fd, b + done, len - done, off_t(done));
+		ssize_t n = sys_pwrite(fd, b + done, len - done, off_t(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -471,7 +592,7 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 	uintptr_t pe = (a + len + 4095) & ~uintptr_t(4095);
 	pthread_mutex_lock(&g_share_lock);
 	int freeslot = -1;
-	for (int i = 0; i < int(sizeof(g_shared) / sizeof(g_shared[0])); i++) {
+	for (int i = 0; i < g_shared_top; i++) {
 		SharedRange &r = g_shared[i];
 		if (!r.refs) {
 			if (freeslot < 0)
@@ -481,12 +602,12 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		if (ps >= r.start && pe <= r.end) {
 			// A range the application has unmapped or replaced
 			// since is not shared again: peers use process_vm_*.
-			if (!still_mapped_from(r.start, r.end, r.ino)) {
+			if (!still_mapped_from(r.start, r.end, r.ino, r.off)) {
 				pthread_mutex_unlock(&g_share_lock);
 				return -1;
 			}
 			r.refs++;
-			*file_off = a - r.start;
+			*file_off = r.off + (a - r.start);
 			pthread_mutex_unlock(&g_share_lock);
 			return i;
 		}
@@ -495,29 +616,50 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 			return -1;
 		}
 	}
+	if (freeslot < 0 && g_shared_top < int(sizeof(g_shared) / sizeof(g_shared[0])))
+		freeslot = g_shared_top;
 	int slot = -1;
 	if (freeslot >= 0 && pe - ps <= share_max() && anon_private_rw(ps, pe)) {
-		int fd = sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
 		size_t n = pe - ps;
+		uint64_t off = 0;
+		int pool = n <= kPoolRange ? pool_take(n, &off) : -1;
+		int fd = pool >= 0 ? g_pools[pool].fd : sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
 		bool ok = fd >= 0 && replace_range(ps, n, false, false, [&](void *at) {
 			// The file holds every byte before its mapping replaces
 			// the range (in one call: no window without a mapping).
-			if (!fill_file(fd, at, n))
+			if (!fill_file(fd, at, n, off))
 				return MAP_FAILED;
 			return sys_mmap(at, n, PROT_READ | PROT_WRITE,
-					MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0);
+					MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, off_t(off));
 		});
 		if (ok) {
-			g_shared[freeslot] = SharedRange{ps, pe, fd, fd_ino(fd), 1};
-			*file_off = a - ps;
+			uint32_t ino = pool >= 0 ? g_pools[pool].ino : fd_ino(fd);
+			g_shared[freeslot] = SharedRange{ps, pe, fd, ino, 1, off, pool};
+			g_shared_top = std::max(g_shared_top, freeslot + 1);
+			*file_off = off + (a - ps);
 			slot = freeslot;
-			fd = -1;
-		}
-		if (fd >= 0)
+		} else if (pool >= 0) {
+			// What the copy wrote (if anything) goes; the offsets
+			// stay unused.
+			pool_drop(pool, off, n, true);
+		} else if (fd >= 0) {
 			close(fd);
+		}
 	}
 	pthread_mutex_unlock(&g_share_lock);
 	return slot;
+}
+
+// Forgets shared range r (its pages turned back, or left to the
+// application); the pool gives back the file's pages when `punch`.
+static void forget_range(SharedRange &r, bool punch)
+{
+	if (r.pool >= 0) {
+		pool_drop(r.pool, r.off, r.end - r.start, punch);
+	} else {
+		close(r.fd);
+	}
+	r = SharedRange{};
 }
 
 static void unshare_region(int slot)
@@ -528,10 +670,10 @@ static void unshare_region(int slot)
 	SharedRange &r = g_shared[slot];
 	if (r.refs && !--r.refs) {
 		// Back to private memory: the pages go back to the allocator as
-		// ordinary anonymous memory.
-		privatize(r.start, r.end, r.ino, false);
-		close(r.fd);
-		r = SharedRange{};
+		// ordinary anonymous memory. The file's pages are then unused
+		// (our mapping of them is gone); pages the application still
+		// maps stay with it.
+		forget_range(r, privatize(r.start, r.end, r.ino, r.off, false) == PRIV_DONE);
 	}
 	pthread_mutex_unlock(&g_share_lock);
 }
@@ -575,12 +717,22 @@ static void share_atfork_parent()
 
 static void share_atfork_child()
 {
+	// The files are the parent's too: the child gives back no page of
+	// them, it only closes its descriptors.
 	for (auto &r : g_shared)
 		if (r.refs) {
-			privatize(r.start, r.end, r.ino, true);
-			close(r.fd);
+			privatize(r.start, r.end, r.ino, r.off, true);
+			if (r.pool < 0)
+				close(r.fd);
 			r = SharedRange{};
 		}
+	g_shared_top = 0;
+	for (PoolFile &p : g_pools)
+		if (p.fd >= 0)
+			close(p.fd);
+	for (PoolFile &p : g_pools)
+		p = PoolFile{};
+	g_pool_cur = -1;
 	// The parent's userfaultfd and maps: this process makes its own.
 	if (g_uffd >= 0)
 		close(g_uffd);
@@ -603,6 +755,12 @@ static void share_atfork_child()
 void share_caches_close()
 {
 	pthread_mutex_lock(&g_share_lock);
+	for (int i = 0; i < int(sizeof(g_pools) / sizeof(g_pools[0])); i++) {
+		if (g_pools[i].fd >= 0 && !g_pools[i].ranges)
+			pool_close(i);
+		else if (g_pools[i].fd >= 0)
+			pool_punch(g_pools[i]);
+	}
 	if (g_uffd >= 0)
 		close(g_uffd);
 	g_uffd = -1;
@@ -708,8 +866,6 @@ struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint6
 		rc = EINVAL;
 	if (!rc && implicit && hca_va)
 		rc = EINVAL;
-	if (!rc && !odp)
-		rc = check_mapped(addr, length);
 	if (rc) {
 		errno = rc;
 		return nullptr;
@@ -721,6 +877,13 @@ struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint6
 	}
 	uint64_t file_off = 0;
 	mr->share = odp ? -1 : share_region(addr, length, &file_off);
+	// A converted range is mapped (share_region found every page of it);
+	// anything else is checked here.
+	if (!odp && mr->share < 0 && (rc = check_mapped(addr, length)) != 0) {
+		free(mr);
+		errno = rc;
+		return nullptr;
+	}
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
 	MrBacking b = {mr->share >= 0 ? g_shared[mr->share].fd : -1,
 		       mr->share >= 0 ? g_shared[mr->share].ino : 0u, file_off};

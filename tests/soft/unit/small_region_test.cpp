@@ -33,8 +33,9 @@ namespace {
 constexpr size_t kPage = 4096;
 
 // The inode of the shared file the page holding p is a mapping of, when it
-// is one of the device's region files; 0 otherwise.
-unsigned long region_file_of(const void *p)
+// is one of the device's region files; 0 otherwise. *page_off: that page's
+// offset in the file (small regions share a file at offsets of their own).
+unsigned long region_file_of(const void *p, unsigned long long *page_off = nullptr)
 {
 	unsigned long ino_found = 0;
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -50,6 +51,8 @@ unsigned long region_file_of(const void *p)
 		if (uintptr_t(p) >= lo && uintptr_t(p) < hi) {
 			if (strstr(line, "openverbs-soft-mr"))
 				ino_found = ino;
+			if (page_off)
+				*page_off = off + ((uintptr_t(p) & ~uintptr_t(kPage - 1)) - lo);
 			break;
 		}
 	}
@@ -333,6 +336,42 @@ TEST_F(SmallRegion, PeerReachesItThroughAMappingAndTheRestOfThePageStays)
 	EXPECT_TRUE(all_are(page + 300, kPage - 300, 'n'));
 }
 
+// Regions registered one after the other in adjacent pages take adjacent
+// pages of one file, whose mappings the kernel merges into one: each still
+// turns back into private memory at its deregistration, in either order (a
+// page left shared would be shared with every fork() child), with its
+// bytes.
+TEST_F(SmallRegion, AdjacentRegionsOfOneFileTurnBackPrivate)
+{
+	for (int order = 0; order < 2; order++) {
+		SCOPED_TRACE(order ? "second first" : "first first");
+		Pages pg(4, 'a');
+		ASSERT_TRUE(pg.p);
+		Mr m1(ibv_reg_mr(pd.get(), pg.p + 8, kPage - 16, kAllAccess));
+		Mr m2(ibv_reg_mr(pd.get(), pg.p + kPage + 8, kPage - 16, kAllAccess));
+		Mr m3(ibv_reg_mr(pd.get(), pg.p + 2 * kPage + 8, kPage - 16, kAllAccess));
+		ASSERT_TRUE(m1 && m2 && m3);
+		for (int i = 0; i < 3; i++)
+			ASSERT_NE(region_file_of(pg.p + i * kPage), 0u) << "page " << i;
+		memset(pg.p + kPage, 'b', kPage);
+		if (order) {
+			m2.reset();
+			EXPECT_EQ(region_file_of(pg.p + kPage), 0u) << "the middle page stayed shared";
+			m3.reset();
+			m1.reset();
+		} else {
+			m1.reset();
+			m2.reset();
+			m3.reset();
+		}
+		for (int i = 0; i < 3; i++)
+			EXPECT_EQ(region_file_of(pg.p + i * kPage), 0u) << "page " << i << " stayed shared";
+		EXPECT_TRUE(all_are(pg.p, kPage, 'a'));
+		EXPECT_TRUE(all_are(pg.p + kPage, kPage, 'b'));
+		EXPECT_TRUE(all_are(pg.p + 2 * kPage, 2 * kPage, 'a'));
+	}
+}
+
 // A UD receive buffer's shape: page-aligned start, end inside a page
 // (ibv_ud_pingpong registers size + 40 bytes).
 TEST_F(SmallRegion, EndInAPartialPageIsReachedThroughAMapping)
@@ -389,7 +428,8 @@ TEST_F(SmallRegion, UnmappedOrReplacedBeforeDeregistrationIsLeftAlone)
 		memset(p, 'o', 3 * kPage);
 		ibv_mr *mr = ibv_reg_mr(pd.get(), c + 100, 2 * kPage, kAllAccess);
 		ASSERT_TRUE(mr);
-		unsigned long ino = region_file_of(p);
+		unsigned long long page_off = 0;
+		unsigned long ino = region_file_of(p, &page_off);
 		ASSERT_NE(ino, 0u);
 		if (mode == 1) {
 			ASSERT_EQ(munmap(c + kPage, kPage), 0);
@@ -403,7 +443,10 @@ TEST_F(SmallRegion, UnmappedOrReplacedBeforeDeregistrationIsLeftAlone)
 			memset(q, 'x', 3 * kPage);
 			Mr again(ibv_reg_mr(pd.get(), c + 200, 64, kAllAccess));
 			ASSERT_TRUE(again);
-			EXPECT_NE(region_file_of(q), ino) << "the new memory got the old region's file";
+			unsigned long long q_off = 0;
+			unsigned long q_ino = region_file_of(q, &q_off);
+			EXPECT_FALSE(q_ino == ino && q_off == page_off)
+				<< "the new memory got the old region's pages";
 			WriterPeer w;
 			ASSERT_TRUE(w.run(pd.get(), uintptr_t(c + 200), again->rkey, 64, 0));
 			EXPECT_TRUE(all_are(c + 200, 64, 'W')) << "the peer's write went elsewhere";
