@@ -786,6 +786,75 @@ static __attribute__((noinline)) bool lcache_fill(SoftQp *qp, uint32_t lkey)
 	return true;
 }
 
+// The bytes of wr's one gather entry (or its inline data) in this process,
+// checked as resolve_local checks them, with qp->lcache; nullptr when the
+// fast paths must decline.
+static inline const uint8_t *fast_source(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len,
+					 int32_t me)
+{
+	const struct ibv_sge &sg = *wr->sg_list;
+	if (wr->send_flags & IBV_SEND_INLINE)
+		return reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr));
+	SoftQp::LocalSrcCache &lc = qp->lcache;
+	if (!(lc.entry && lc.lkey == sg.lkey && lc.my_pid == me && key_unchanged(lc.entry, lc.seq)) &&
+	    !lcache_fill(qp, sg.lkey))
+		return nullptr;
+	if (sg.addr - lc.lo > lc.hi - lc.lo || len > lc.hi - sg.addr)
+		return nullptr;
+	return reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr + lc.delta));
+}
+
+// The responder QP of qp, checked as exec_wr checks it (live, of qp's type,
+// ready to receive, connected to qp); nullptr when the fast paths must
+// decline. *rsegp: its device's segment.
+static inline QpEntry *fast_responder(SoftQp *qp, int32_t me, Segment **rsegp)
+{
+	Segment *rseg = qp->rseg;
+	if (__builtin_expect(!rseg || qp->rseg_pid != me, 0)) {
+		rseg = responder_segment(qp, qp->attr.ah_attr);
+		if (!rseg)
+			return nullptr;
+		qp->rseg = rseg;
+		qp->rseg_pid = me;
+	}
+	uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
+	if (ds >= kMaxQps)
+		return nullptr;
+	QpEntry &d = rseg->hdr->qps[ds];
+	if (!responder_alive(qp, rseg, d) || d.qp_type != uint32_t(qp->type))
+		return nullptr;
+	uint32_t dstate = d.state.load(std::memory_order_acquire);
+	if (dstate != IBV_QPS_RTR && dstate != IBV_QPS_RTS && dstate != IBV_QPS_SQD &&
+	    dstate != IBV_QPS_SQE)
+		return nullptr;
+	if (qp->type == IBV_QPT_RC && d.dest_qpn != qp->qpn)
+		return nullptr;
+	*rsegp = rseg;
+	return &d;
+}
+
+// Where wr's RDMA WRITE of len bytes lands on responder QP d (of device
+// rseg), checked as check_rkey checks it, with qp->wcache; nullptr when the
+// fast paths must decline.
+static inline uint8_t *fast_target(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len,
+				   int32_t me, Segment *rseg, const QpEntry &d)
+{
+	uint32_t rkey = wr->wr.rdma.rkey;
+	SoftQp::RemoteWriteCache &wc = qp->wcache;
+	if (!(wc.entry && wc.rkey == rkey && wc.seg == rseg && wc.my_pid == me &&
+	      wc.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
+	      key_unchanged(wc.entry, wc.seq)) &&
+	    !wcache_fill(qp, rseg, rkey))
+		return nullptr;
+	if (wc.owner_pid != d.owner_pid || (d.pd_id && wc.pd_id != d.pd_id) ||
+	    !(d.access & IBV_ACCESS_REMOTE_WRITE))
+		return nullptr;
+	uint64_t raddr = wr->wr.rdma.remote_addr;
+	if (raddr - wc.lo > wc.hi - wc.lo || len > wc.hi - raddr)
+		return nullptr;
+	return reinterpret_cast<uint8_t *>(uintptr_t(raddr + wc.delta));
+}
+
 // Executes wr (see above; the caller holds the send-queue guard and checked
 // the request's shape). Returns 0 when done, -1 to leave it to the general
 // path (nothing has been changed then).
@@ -796,61 +865,141 @@ static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, ui
 	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
 		return -1;
 	int32_t me = my_pid();
-	const struct ibv_sge &sg = *wr->sg_list;
-	const uint8_t *src;
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		src = reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr));
-	} else {
-		SoftQp::LocalSrcCache &lc = qp->lcache;
-		if (!(lc.entry && lc.lkey == sg.lkey && lc.my_pid == me &&
-		      key_unchanged(lc.entry, lc.seq)) &&
-		    !lcache_fill(qp, sg.lkey))
-			return -1;
-		if (sg.addr - lc.lo > lc.hi - lc.lo || len > lc.hi - sg.addr)
-			return -1;
-		src = reinterpret_cast<const uint8_t *>(uintptr_t(sg.addr + lc.delta));
-	}
-	// The responder: as exec_wr checks it.
-	Segment *rseg = qp->rseg;
-	if (__builtin_expect(!rseg || qp->rseg_pid != me, 0)) {
-		rseg = responder_segment(qp, qp->attr.ah_attr);
-		if (!rseg)
-			return -1;
-		qp->rseg = rseg;
-		qp->rseg_pid = me;
-	}
-	uint32_t ds = qp->attr.dest_qp_num - kQpnBase;
-	if (ds >= kMaxQps)
+	const uint8_t *src = fast_source(qp, wr, len, me);
+	if (!src)
 		return -1;
-	QpEntry &d = rseg->hdr->qps[ds];
-	if (!responder_alive(qp, rseg, d) || d.qp_type != uint32_t(qp->type))
+	Segment *rseg;
+	QpEntry *d = fast_responder(qp, me, &rseg);
+	if (!d)
 		return -1;
-	uint32_t dstate = d.state.load(std::memory_order_acquire);
-	if (dstate != IBV_QPS_RTR && dstate != IBV_QPS_RTS && dstate != IBV_QPS_SQD &&
-	    dstate != IBV_QPS_SQE)
+	uint8_t *dst = fast_target(qp, wr, len, me, rseg, *d);
+	if (!dst)
 		return -1;
-	if (qp->type == IBV_QPT_RC && d.dest_qpn != qp->qpn)
-		return -1;
-	// The target region.
-	uint32_t rkey = wr->wr.rdma.rkey;
-	SoftQp::RemoteWriteCache &wc = qp->wcache;
-	if (!(wc.entry && wc.rkey == rkey && wc.seg == rseg && wc.my_pid == me &&
-	      wc.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
-	      key_unchanged(wc.entry, wc.seq)) &&
-	    !wcache_fill(qp, rseg, rkey))
-		return -1;
-	if (wc.owner_pid != d.owner_pid || (d.pd_id && wc.pd_id != d.pd_id) ||
-	    !(d.access & IBV_ACCESS_REMOTE_WRITE))
-		return -1;
-	uint64_t raddr = wr->wr.rdma.remote_addr;
-	if (raddr - wc.lo > wc.hi - wc.lo || len > wc.hi - raddr)
-		return -1;
-	auto *dst = reinterpret_cast<uint8_t *>(uintptr_t(raddr + wc.delta));
 	if (len <= 16)
 		copy_small(dst, src, len);
 	else
 		copy_bytes(dst, src, len);
 	complete_send(qp, wr->wr_id, wr->send_flags, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, 0);
+	return 0;
+}
+
+// ------------------------------------------------------------------ fast message
+//
+// One SEND, SEND with immediate or RDMA WRITE with immediate, with one
+// gather entry (or inline), posted alone on an RC or UC QP in RTS with
+// nothing queued, to a responder QP without an SRQ: the ping-pong message
+// of latency-bound two-sided traffic (qperf's rc_lat and rc_rdma_write_lat,
+// perftest's ib_send_lat, rendezvous-less MPI eager messages). It makes
+// exec_wr's checks with fast_write's caches, then hands the message to
+// deliver() as exec_wr does; it declines (the general path runs the
+// request) whenever a check fails or no receive WQE is posted, before
+// anything has changed. What deliver reports after it has taken a WQE is
+// settled here exactly as exec_wr settles it.
+
+// exec_wr's answer to a delivery that did not succeed, for wr (which the
+// fast path took); the QP goes to the error state, or the request waits at
+// the head of the send queue for its retry, as post_send_general leaves
+// them.
+static __attribute__((noinline, cold)) void fast_settle(SoftQp *qp, const struct ibv_send_wr *wr,
+							 DeliverResult r)
+{
+	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
+	convert_wr(qp, wr, *w); // the fast path's shape checks passed: cannot fail
+	w->rnr_left = qp->attr.rnr_retry;
+	w->retry_left = qp->attr.retry_cnt;
+	w->due_ns = 0;
+	bool rc = qp->type != IBV_QPT_UC;
+	bool imm_write = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	ExecResult x = EX_DONE;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	if (!rc) {
+		// UC: dropped at the responder; the requester completes.
+	} else if (r == DV_GONE) {
+		x = retry_later(qp, *w, false, 0);
+	} else if (r == DV_NO_WQE) {
+		Segment *rseg = qp->rseg;
+		QpEntry &d = rseg->hdr->qps[qp->attr.dest_qp_num - kQpnBase];
+		x = retry_later(qp, *w, true, d.min_rnr_timer);
+	} else if (!imm_write) {
+		st = r == DV_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR;
+		x = EX_FAILED;
+	}
+	if (x == EX_DONE || st != IBV_WC_SUCCESS)
+		complete_send(qp, *w, st, 0);
+	if (x == EX_FAILED) {
+		qp_to_error(qp, false);
+	} else if (x == EX_WAIT) {
+		SoftWr &slot = qp->sq[qp->sq_head];
+		memcpy(&slot, w, offsetof(SoftWr, sge));
+		memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
+		if (w->inline_len)
+			memcpy(slot.inline_data, w->inline_data, w->inline_len);
+		sq_set_pending(qp, 1);
+	}
+}
+
+// Executes wr, a SEND, SEND with immediate or RDMA WRITE with immediate
+// (see above; the caller holds the send-queue guard and checked the
+// request's shape). Returns 0 when done (or settled), -1 to leave it to the
+// general path (nothing has been changed then).
+static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len)
+{
+	if (qp->sq_count)
+		return -1; // keep the order
+	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
+		return -1;
+	int32_t me = my_pid();
+	const uint8_t *src = fast_source(qp, wr, len, me);
+	if (!src)
+		return -1;
+	Segment *rseg;
+	QpEntry *dp = fast_responder(qp, me, &rseg);
+	if (!dp || dp->srq)
+		return -1; // SRQs (and what they carry) take the general path
+	QpEntry &d = *dp;
+	bool rc = qp->type != IBV_QPT_UC;
+	Msg m = {};
+	m.src_qp = qp->qpn;
+	m.slid = device_lid(qp->ctx->index);
+	m.sl = qp->attr.ah_attr.sl;
+	m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
+	m.imm = wr->imm_data;
+	struct iovec v = {const_cast<uint8_t *>(src), len};
+	enum ibv_wc_opcode op;
+	if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		uint8_t *dst = fast_target(qp, wr, len, me, rseg, d);
+		if (!dst)
+			return -1;
+		// A receive WQE before any byte moves (RNR otherwise: general path).
+		RingHeader *ring = rseg->ring(d.rq_ring);
+		if (!ring || !ring_count(ring))
+			return -1;
+		if (len <= 16)
+			copy_small(dst, src, len);
+		else
+			copy_bytes(dst, src, len);
+		m.byte_len = len;
+		m.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+		m.wc_flags = IBV_WC_WITH_IMM;
+		op = IBV_WC_RDMA_WRITE;
+	} else {
+		m.src = &v;
+		m.nsrc = 1;
+		m.len = len;
+		m.byte_len = len;
+		m.opcode = IBV_WC_RECV;
+		if (wr->opcode == IBV_WR_SEND_WITH_IMM)
+			m.wc_flags = IBV_WC_WITH_IMM;
+		op = IBV_WC_SEND;
+	}
+	DeliverResult r = deliver(rseg, d, qp->attr.dest_qp_num, nullptr, m, rc);
+	if (__builtin_expect(r == DV_OK, 1)) {
+		complete_send(qp, wr->wr_id, wr->send_flags, op, IBV_WC_SUCCESS, 0);
+		return 0;
+	}
+	if (r == DV_NO_WQE && op == IBV_WC_SEND)
+		return -1; // nothing taken: the general path handles the RNR
+	fast_settle(qp, wr, r);
 	return 0;
 }
 
@@ -922,15 +1071,26 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 	if (!wr)
 		return 0;
 	SoftQp *qp = to_sqp(ibqp);
-	if (!wr->next && wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && wr->sg_list &&
+	if (!wr->next && wr->num_sge == 1 && wr->sg_list &&
 	    (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && qp->sq && qp->scq &&
 	    qp->cap.max_send_sge) {
 		uint32_t len = wr->sg_list->length;
-		if (len && len <= kMaxMsgSize &&
-		    (!(wr->send_flags & IBV_SEND_INLINE) || len <= qp->cap.max_inline_data)) {
+		bool shape = len && len <= kMaxMsgSize &&
+			     (!(wr->send_flags & IBV_SEND_INLINE) || len <= qp->cap.max_inline_data);
+		if (shape && wr->opcode == IBV_WR_RDMA_WRITE) {
 			qp_sq_lock(qp);
 			int r = fast_write_locked(qp, wr, len);
 			qp_sq_unlock(qp);
+			if (r == 0)
+				return 0;
+		} else if (shape && (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+				     wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+			qp_sq_lock(qp);
+			int r = fast_message_locked(qp, wr, len);
+			bool waiting = r == 0 && sq_has_due(qp);
+			qp_sq_unlock(qp);
+			if (waiting)
+				wake_progress(qp->ctx);
 			if (r == 0)
 				return 0;
 		}
