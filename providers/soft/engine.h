@@ -62,6 +62,17 @@ struct Iov {
 	struct iovec v[kMaxSge + 2];
 	int n = 0;
 	uint64_t len = 0;
+	Iov() = default;
+	// Copies the n entries in use, not the whole array (half a KiB: a
+	// receive's copies of its scatter list cost more than the rest of it).
+	Iov(const Iov &o) : n(o.n), len(o.len) { __builtin_memcpy(v, o.v, size_t(n) * sizeof(v[0])); }
+	Iov &operator=(const Iov &o)
+	{
+		n = o.n;
+		len = o.len;
+		__builtin_memmove(v, o.v, size_t(n) * sizeof(v[0]));
+		return *this;
+	}
 };
 
 // Resolves my own SGE list. need_write: the operation writes local memory.

@@ -988,6 +988,7 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 		m.len = len;
 		m.byte_len = len;
 		m.opcode = IBV_WC_RECV;
+		m.req = qp;
 		if (wr->opcode == IBV_WR_SEND_WITH_IMM)
 			m.wc_flags = IBV_WC_WITH_IMM;
 		op = IBV_WC_SEND;
