@@ -727,6 +727,24 @@ int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 	return 0;
 }
 
+// Leaves the request w that ran first (nothing queued ahead) as its result r
+// says (caller holds the send-queue guard): failed, the QP goes to the
+// error state (flushing what follows); waiting, it stays at the head of the
+// queue with its retry state.
+static void settle_first(SoftQp *qp, const SoftWr *w, ExecResult r)
+{
+	if (r == EX_FAILED) {
+		qp_to_error(qp, false);
+	} else if (r == EX_WAIT) {
+		SoftWr &slot = qp->sq[qp->sq_head];
+		memcpy(&slot, w, offsetof(SoftWr, sge));
+		memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
+		if (w->inline_len)
+			memcpy(slot.inline_data, w->inline_data, w->inline_len);
+		sq_set_pending(qp, 1);
+	}
+}
+
 // ------------------------------------------------------------------ fast write
 //
 // One RDMA WRITE with one gather entry, posted alone on an RC or UC QP in
@@ -855,21 +873,27 @@ static inline uint8_t *fast_target(SoftQp *qp, const struct ibv_send_wr *wr, uin
 	return reinterpret_cast<uint8_t *>(uintptr_t(raddr + wc.delta));
 }
 
+// What both fast paths check first: nothing queued ahead (keep the order),
+// qp in RTS, wr's source (*src) and the responder QP (returned, its
+// device's segment in *rsegp); nullptr when they must decline.
+static inline QpEntry *fast_begin(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len,
+				  int32_t me, const uint8_t **src, Segment **rsegp)
+{
+	if (qp->sq_count || qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
+		return nullptr;
+	*src = fast_source(qp, wr, len, me);
+	return *src ? fast_responder(qp, me, rsegp) : nullptr;
+}
+
 // Executes wr (see above; the caller holds the send-queue guard and checked
 // the request's shape). Returns 0 when done, -1 to leave it to the general
 // path (nothing has been changed then).
 static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len)
 {
-	if (qp->sq_count)
-		return -1; // keep the order
-	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
-		return -1;
 	int32_t me = my_pid();
-	const uint8_t *src = fast_source(qp, wr, len, me);
-	if (!src)
-		return -1;
+	const uint8_t *src;
 	Segment *rseg;
-	QpEntry *d = fast_responder(qp, me, &rseg);
+	QpEntry *d = fast_begin(qp, wr, len, me, &src, &rseg);
 	if (!d)
 		return -1;
 	uint8_t *dst = fast_target(qp, wr, len, me, rseg, *d);
@@ -926,16 +950,7 @@ static __attribute__((noinline, cold)) void fast_settle(SoftQp *qp, const struct
 	}
 	if (x == EX_DONE || st != IBV_WC_SUCCESS)
 		complete_send(qp, *w, st, 0);
-	if (x == EX_FAILED) {
-		qp_to_error(qp, false);
-	} else if (x == EX_WAIT) {
-		SoftWr &slot = qp->sq[qp->sq_head];
-		memcpy(&slot, w, offsetof(SoftWr, sge));
-		memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
-		if (w->inline_len)
-			memcpy(slot.inline_data, w->inline_data, w->inline_len);
-		sq_set_pending(qp, 1);
-	}
+	settle_first(qp, w, x);
 }
 
 // Executes wr, a SEND, SEND with immediate or RDMA WRITE with immediate
@@ -944,16 +959,10 @@ static __attribute__((noinline, cold)) void fast_settle(SoftQp *qp, const struct
 // general path (nothing has been changed then).
 static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len)
 {
-	if (qp->sq_count)
-		return -1; // keep the order
-	if (qp->entry->state.load(std::memory_order_acquire) != IBV_QPS_RTS)
-		return -1;
 	int32_t me = my_pid();
-	const uint8_t *src = fast_source(qp, wr, len, me);
-	if (!src)
-		return -1;
+	const uint8_t *src;
 	Segment *rseg;
-	QpEntry *dp = fast_responder(qp, me, &rseg);
+	QpEntry *dp = fast_begin(qp, wr, len, me, &src, &rseg);
 	if (!dp || dp->srq)
 		return -1; // SRQs (and what they carry) take the general path
 	QpEntry &d = *dp;
@@ -1033,18 +1042,7 @@ static __attribute__((noinline)) int post_send_general(SoftQp *qp, struct ibv_se
 			w->rnr_left = qp->attr.rnr_retry;
 			w->retry_left = qp->attr.retry_cnt;
 			w->due_ns = 0;
-			ExecResult r = exec_wr(qp, *w);
-			if (r == EX_FAILED) {
-				qp_to_error(qp, false);
-			} else if (r == EX_WAIT) {
-				// Keep it (with its retry state) at the head of the queue.
-				SoftWr &slot = qp->sq[qp->sq_head];
-				memcpy(&slot, w, offsetof(SoftWr, sge));
-				memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
-				if (w->inline_len)
-					memcpy(slot.inline_data, w->inline_data, w->inline_len);
-				sq_set_pending(qp, 1);
-			}
+			settle_first(qp, w, exec_wr(qp, *w));
 			continue;
 		}
 		uint32_t done;
