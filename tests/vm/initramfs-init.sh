@@ -37,7 +37,8 @@ if [ "$ov_root" != 1 ]; then
 fi
 
 # The guest gets its own writable /tmp; a checkout or build tree that lives
-# under the host's /tmp (a CI clone, say) must stay visible through it. Keep a
+# under the host's /tmp (a CI clone, a cache named by OPENVERBS_CACHE: the
+# kernel's modules, loaded on demand) must stay visible through it. Keep a
 # view of the host's /tmp under a RAM mount and bind those trees back later.
 keep_tmp=""
 keep() {
@@ -45,7 +46,7 @@ keep() {
   /tmp/?*) t=${1#/tmp/}; keep_tmp="$keep_tmp /tmp/${t%%/*}" ;;
   esac
 }
-[ "$ov_root" = 1 ] || { keep "$ov_stage2"; keep "$ov_results"; }
+[ "$ov_root" = 1 ] || { keep "$ov_stage2"; keep "$ov_results"; keep "$ov_kroot"; }
 if [ "$ov_root" != 1 ] && [ -f "$r$ov_results/guest.env" ]; then
   while IFS= read -r line; do
     case "$line" in OV_REPO=* | OV_BUILD_DIR=* | OV_LIB_DIR=*) keep "${line#*=}" ;; esac
