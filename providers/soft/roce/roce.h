@@ -89,7 +89,6 @@ struct RoceCtx {
 	// holder.
 	pthread_mutex_t rx_lock;
 	uint8_t *rx_bufs;         // kRoceBatch * kRoceMaxDatagram
-	std::atomic<uint64_t> app_poll_ns; // last time an application thread drained
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
 	// The device's QP1 in this process (general services: the CM's MADs):

@@ -1318,7 +1318,6 @@ int roce_drain(RoceCtx *rc, bool from_app)
 	if (from_app) {
 		if (pthread_mutex_trylock(&rc->rx_lock) != 0)
 			return 0;
-		rc->app_poll_ns.store(now_ns(), std::memory_order_relaxed);
 	} else {
 		pthread_mutex_lock(&rc->rx_lock);
 	}
@@ -1366,20 +1365,22 @@ void *roce_rx_main(void *arg)
 		int wait_ms = 50;
 		if (next)
 			wait_ms = next <= now ? 0 : int(std::min<uint64_t>((next - now) / 1000000 + 1, 50));
-		// While the application polls its CQs it reads the socket itself
-		// (roce_drain from poll_cq): this thread then only keeps the
-		// timers, and waits for the socket again once polling stops.
-		bool app_polls = now - rc->app_poll_ns.load(std::memory_order_relaxed) < 2000000ull;
+		// The socket is always watched here. An application thread that
+		// polls a CQ also reads it (roce_drain from poll_cq), but one that
+		// waits for data some other way (ib_write_lat spins on the buffer
+		// an RDMA WRITE fills) relies on this thread: the datagram that
+		// completes its wait must not sit in the socket until the thread's
+		// next timer. Whichever comes first takes rx_lock and drains; the
+		// other finds the socket empty.
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
 		if (rc->fault_held.load(std::memory_order_relaxed))
 			wait_ms = std::min(wait_ms, 1); // a datagram held back (inject)
-		int pr = poll(pf, app_polls ? 1 : 2, app_polls ? std::min(wait_ms, 1) : wait_ms);
+		int pr = poll(pf, 2, wait_ms);
 		if (pr < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
 			break;
-		if (!app_polls && ((pf[1].revents & POLLIN) ||
-				   rc->fault_held.load(std::memory_order_relaxed)))
+		if ((pf[1].revents & POLLIN) || rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}
 	return nullptr;
