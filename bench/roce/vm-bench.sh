@@ -59,20 +59,8 @@ for _ in {1..100}; do
   ip -n ovqa link show ovq0 | grep -q 'state UP' && ip -n ovqb link show ovq1 | grep -q 'state UP' && break
   ov_sleep 0.1
 done
-# kgid DEV IP: the index of DEV's RoCE v2 GID ::ffff:IP.
-kgid() {
-  local sysd=/sys/class/infiniband/$1/ports/1 ip_hex f n
-  ip_hex=$(printf '%02x%02x:%02x%02x' ${2//./ })
-  for _ in {1..100}; do
-    for f in $(grep -l "0000:0000:0000:0000:0000:ffff:$ip_hex" "$sysd"/gids/* 2>/dev/null); do
-      n=${f##*/}
-      if grep -q 'RoCE v2' "$sysd/gid_attrs/types/$n" 2>/dev/null; then echo "$n"; return 0; fi
-    done
-    ov_sleep 0.1
-  done
-  return 1
-}
-g0=$(kgid rxk0 10.82.0.1) && g1=$(kgid rxk1 10.82.0.2) || {
+. "$OV_REPO/tests/roce/vm-roce-link.sh"
+g0=$(roce_rxe_gid rxk0 10.82.0.1) && g1=$(roce_rxe_gid rxk1 10.82.0.2) || {
   ov_result FAIL setup "$t0" "(no RoCE v2 GIDs on rxk0/rxk1)"; exit 1
 }
 ov_result PASS setup "$t0" "(rxk0 GID $g0, rxk1 GID $g1; route to 10.82.0.2: $(ip route get 10.82.0.2 oif ovk0 | head -n1))"
