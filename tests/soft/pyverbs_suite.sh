@@ -1,35 +1,78 @@
 #!/bin/sh
-# pyverbs_suite.sh LIBDIR [WORKDIR]
+# pyverbs_suite.sh [--user USER] [--min-ok N] [--min-ok-user N] LIBDIR [WORKDIR]
 #
 # rdma-core's own test suite as the distribution ships it (python3-pyverbs:
 # /usr/share/doc/rdma-core/tests, unmodified; Debian gzips the larger files,
 # so it runs from an unpacked copy) by `run_tests.py --dev soft0`, with
 # LIBDIR (our libibverbs.so.1, librdmacm.so.1, the soft provider) first on
 # LD_LIBRARY_PATH and RDMAV_SOFT_DEVICES=1. Used by ctest soft.pyverbs_suite
-# (Debian 12's suite on the host, rdma-core 44) and by tests/trixie/in-root.sh
-# (Debian 13's, rdma-core 56.1, inside a Debian 13 root).
+# and soft.pyverbs_suite_user (Debian 12's suite on the host, rdma-core 44)
+# and by tests/trixie/in-root.sh (Debian 13's, rdma-core 56.1, inside a
+# Debian 13 root).
 #
-# Runs in its own mount namespace (root): a private /dev/shm, and the sysfs
+# Runs in its own mount namespace: a private /dev/shm, and the sysfs
 # entries the suite reads for soft0 (sysfs-view.sh: its P_Key table, and
 # lo as its network interface, so the suite's rdma_cm tests run over
 # 127.0.0.1, which the software CM serves). OV_PYVERBS_TESTS (e.g.
 # test_mr) narrows the run to some of the suite's modules or tests.
-# Where `rdma link show -j` fails (no
-# RDMA netlink) tests/trixie/rdma-link-shim.sh stands in for it on PATH
-# (rdma-core 56's suite asks it for every test's set-up).
+# Where `rdma link show -j` fails (no RDMA netlink)
+# tests/trixie/rdma-link-shim.sh stands in for it on PATH (rdma-core 56's
+# suite asks it for every test's set-up).
 #
 # Run by root, it reserves 2 MiB huge pages for the suite's huge-page tests
 # (test_huge_page_traffic, test_odp_rc_huge_*: they skip when none are
 # reserved): OV_PYVERBS_HUGEPAGES (default 8) more than the system has,
 # given back when the run ends (relative, so overlapping runs each give back
-# their own). Without root, or when the kernel cannot find the memory, those
-# tests skip with the suite's reason.
+# their own). When the kernel cannot find the memory those tests skip with
+# the suite's reason.
 #
-# Passes when the suite ran and reports no failure and no error. Prints the
-# counts and each skipped test with the suite's reason; the whole log is
-# WORKDIR/pyverbs.log (default: a temporary folder, removed).
+# Without root it needs no privilege: the mount namespace belongs to a user
+# namespace of its own (unshare --user --map-current-user --keep-caps), in
+# which the user keeps their own uid and holds capabilities over that
+# namespace only; the suite itself then runs with every capability dropped
+# (setpriv), exactly as the user, so the tests that ask for root
+# (os.geteuid() == 0) see a user. It reserves no huge page (that is root's):
+# the huge-page tests get what the system has reserved (nr_hugepages), and
+# skip when that is none. Exit status 77 when the kernel gives the user no
+# user namespace. --user USER, by root: runs so as USER (setpriv), with the
+# libraries and these scripts copied to a folder USER may read (a build
+# tree under a root-only folder is out of its reach) and the suite in a
+# work folder of USER's; WORKDIR then receives the log.
+#
+# Passes when the suite ran and reports no failure and no error, and at
+# least N tests passed: --min-ok N when it runs as root, --min-ok-user N
+# when it runs without root (default 0). Prints the counts and each skipped
+# test with the suite's reason; the whole log is WORKDIR/pyverbs.log
+# (default: a temporary folder, removed).
 set -u
 if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
+  as_user= min_ok=0 min_ok_user=0
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --user) as_user=$2; shift 2 ;;
+      --min-ok) min_ok=$2; shift 2 ;;
+      --min-ok-user) min_ok_user=$2; shift 2 ;;
+      *) break ;;
+    esac
+  done
+  if [ -n "$as_user" ] && [ "$(id -u)" = 0 ]; then
+    id "$as_user" > /dev/null || { echo "FAIL: no user $as_user"; exit 1; }
+    here=$(cd "$(dirname "$0")" && pwd)
+    stage=$(mktemp -d /tmp/ov-pyverbs-user.XXXXXX)
+    trap 'rm -rf "$stage"' EXIT
+    trap 'exit 130' INT TERM
+    { cp -r "$1" "$stage/lib" && mkdir "$stage/soft" "$stage/trixie" "$stage/work" &&
+      cp "$here/pyverbs_suite.sh" "$here/sysfs-view.sh" "$stage/soft/" &&
+      cp "$here/../trixie/rdma-link-shim.sh" "$stage/trixie/" &&
+      chmod -R a+rX "$stage" && chown "$as_user" "$stage/work"; } ||
+      { echo "FAIL: cannot stage the libraries and scripts for $as_user"; exit 1; }
+    setpriv --reuid="$as_user" --regid="$(id -g "$as_user")" --clear-groups --reset-env \
+      env PATH="$PATH" HOME="$stage/work" OV_PYVERBS_TESTS="${OV_PYVERBS_TESTS:-}" \
+      sh "$stage/soft/pyverbs_suite.sh" --min-ok-user "$min_ok_user" "$stage/lib" "$stage/work/run"
+    rc=$?
+    if [ -n "${2:-}" ]; then mkdir -p "$2" && cp "$stage/work/run/pyverbs.log" "$2/"; fi
+    exit $rc
+  fi
   lib=$(cd "$1" && pwd)
   work=${2:-}
   work_tmp=
@@ -59,7 +102,18 @@ if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
   [ -f "$src/run_tests.py" ] || { echo "FAIL: rdma-core's tests not installed (python3-pyverbs, tests/deps.sh)"; exit 1; }
   rm -rf "$work/tests" && cp -r "$src" "$work/tests" && find "$work/tests" -name '*.gz' -exec gunzip -f {} +
   export OV_PYVERBS_SUITE_INNER=1 OV_LIB="$lib" OV_WORK="$work" OV_HERE="$(cd "$(dirname "$0")" && pwd)"
-  unshare --mount --propagation private sh "$0"
+  if [ "$(id -u)" = 0 ]; then
+    export OV_USERNS= OV_MIN_OK="$min_ok"
+    unshare --mount --propagation private sh "$0"
+    exit $?
+  fi
+  export OV_USERNS=1 OV_MIN_OK="$min_ok_user"
+  userns="unshare --user --map-current-user --keep-caps --mount --propagation private"
+  if ! $userns true 2>/dev/null; then
+    echo "SKIP: without root the run needs a user namespace, which this kernel refuses ($userns)"
+    exit 77
+  fi
+  $userns sh "$0"
   exit $?
 fi
 
@@ -73,7 +127,12 @@ if ! rdma link show -j > /dev/null 2>&1; then
   export PATH="$OV_WORK/shim:$PATH"
 fi
 cd "$OV_WORK"
-timeout 1200 /usr/bin/python3 tests/run_tests.py --dev soft0 -v ${OV_PYVERBS_TESTS:-} > "$log" 2>&1
+# Without root the suite runs with no capability at all, not even over this
+# user namespace's mounts.
+drop=
+[ -z "$OV_USERNS" ] || drop="setpriv --inh-caps=-all --ambient-caps=-all --bounding-set=-all"
+echo "suite runs as $(id -un) (uid $(id -u))${drop:+, no capabilities}"
+timeout 1200 $drop /usr/bin/python3 tests/run_tests.py --dev soft0 -v ${OV_PYVERBS_TESTS:-} > "$log" 2>&1
 rc=$?
 ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in.*/\1/p' "$log")
 summary=$(grep -E '^(OK|FAILED)' "$log" | tail -1)
@@ -90,7 +149,9 @@ awk '/^test[a-zA-Z0-9_]* \(/ { name = $1 }
      / \.\.\. skipped / { sub(/.* \.\.\. skipped /, ""); print "  " name ": " $0 }' "$log" | sort
 grep -E '^(FAIL|ERROR): ' "$log"
 if [ $rc -eq 0 ] && [ -n "$ran" ] && [ "$bad" = 0 ] && echo "$summary" | grep -q '^OK'; then
-  echo PASS; exit 0
+  if [ "$ok" -ge "$OV_MIN_OK" ]; then echo PASS; exit 0; fi
+  echo "FAIL: $ok passed, fewer than the $OV_MIN_OK expected"
+  exit 1
 fi
 tail -40 "$log"
 echo "FAIL (log: $log)"

@@ -3,8 +3,10 @@
 #
 # Gives the software devices the sysfs entries rdma-core's Python test suite
 # reads for every device it tests, in the CALLER'S OWN MOUNT NAMESPACE (run
-# it as root inside `unshare --mount --propagation private`, or in a root
-# entered with tests/roots/enter.sh): nothing outside that namespace changes.
+# it as root inside `unshare --mount --propagation private`, without root
+# inside `unshare --user --map-current-user --keep-caps --mount`, or in a
+# root entered with tests/roots/enter.sh): nothing outside that namespace
+# changes.
 # The software devices exist only in user space, so the kernel has no
 # /sys/class/infiniband/softN; the suite reads
 #   /sys/class/infiniband/DEV/ports/PORT/pkeys/INDEX  (utils.get_pkey_from_kernel:
@@ -22,7 +24,10 @@
 set -eu
 net=""
 if [ "${1:-}" = --net ]; then net=$2; shift 2; fi
-[ "$(id -u)" = 0 ] || { echo "sysfs-view: needs root (in a private mount namespace)" >&2; exit 1; }
+# Mounting needs CAP_SYS_ADMIN over this mount namespace: root's, or the
+# capabilities a user holds in a user namespace of their own.
+grep -q '^CapEff:.*[1-9a-f]' /proc/self/status ||
+  { echo "sysfs-view: needs the right to mount (root, or a user namespace of one's own)" >&2; exit 1; }
 
 tables=$(/usr/bin/python3 - <<'EOF'
 import pyverbs.device as d
