@@ -139,6 +139,20 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 
 // memmove semantics (the ranges may overlap within one process).
 void copy_bytes(void *dst, const void *src, size_t n);
+
+// A payload the device moves into a registered region (its DMA): short ones
+// inline; under ThreadSanitizer always through copy_bytes, whose copy is not
+// instrumented (dma.cpp), since the application may read the region while
+// the device writes it, as it may with a NIC (rsockets polls the peer's
+// RDMA-written target list that way).
+static inline void copy_payload(void *dst, const void *src, size_t n)
+{
+#if !defined(__SANITIZE_THREAD__)
+	if (n <= 16)
+		return copy_small(static_cast<uint8_t *>(dst), static_cast<const uint8_t *>(src), n);
+#endif
+	copy_bytes(dst, src, n);
+}
 // Copies between my memory (local) and process pid's memory (remote).
 // Returns 0, ESRCH (process gone) or EFAULT.
 int move_bytes(int32_t pid, const struct iovec *local, int nl, const struct iovec *remote, int nr,

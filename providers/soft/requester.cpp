@@ -899,10 +899,7 @@ static inline int fast_write_locked(SoftQp *qp, const struct ibv_send_wr *wr, ui
 	uint8_t *dst = fast_target(qp, wr, len, me, rseg, *d);
 	if (!dst)
 		return -1;
-	if (len <= 16)
-		copy_small(dst, src, len);
-	else
-		copy_bytes(dst, src, len);
+	copy_payload(dst, src, len);
 	complete_send(qp, wr->wr_id, wr->send_flags, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, 0);
 	return 0;
 }
@@ -983,10 +980,7 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 		RingHeader *ring = rseg->ring(d.rq_ring);
 		if (!ring || !ring_count(ring))
 			return -1;
-		if (len <= 16)
-			copy_small(dst, src, len);
-		else
-			copy_bytes(dst, src, len);
+		copy_payload(dst, src, len);
 		m.byte_len = len;
 		m.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
 		m.wc_flags = IBV_WC_WITH_IMM;
