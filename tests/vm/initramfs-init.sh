@@ -36,14 +36,16 @@ if [ "$ov_root" != 1 ]; then
   [ -n "$ov_results" ] && [ -d "$r$ov_results" ] || fail "results folder '$ov_results' missing on the host root"
 fi
 
-# The guest gets its own writable /tmp; a checkout or build tree that lives
-# under the host's /tmp (a CI clone, a cache named by OPENVERBS_CACHE: the
-# kernel's modules, loaded on demand) must stay visible through it. Keep a
-# view of the host's /tmp under a RAM mount and bind those trees back later.
+# The guest gets its own writable /tmp and /var/tmp; a checkout or build tree
+# that lives under the host's /tmp or /var/tmp (a CI clone, a cache named by
+# OPENVERBS_CACHE: the kernel's modules, loaded on demand, and the rdma-core
+# 64 anchor) must stay visible through them. Keep a view of the host's two
+# folders under a RAM mount and bind those trees back later.
 keep_tmp=""
 keep() {
   case "$1" in
   /tmp/?*) t=${1#/tmp/}; keep_tmp="$keep_tmp /tmp/${t%%/*}" ;;
+  /var/tmp/?*) t=${1#/var/tmp/}; keep_tmp="$keep_tmp /var/tmp/${t%%/*}" ;;
   esac
 }
 [ "$ov_root" = 1 ] || { keep "$ov_stage2"; keep "$ov_results"; keep "$ov_kroot"; }
@@ -53,8 +55,9 @@ if [ "$ov_root" != 1 ] && [ -f "$r$ov_results/guest.env" ]; then
   done <"$r$ov_results/guest.env"
 fi
 if [ -n "$keep_tmp" ]; then
-  mount -t tmpfs -o mode=0755 tmpfs $r/mnt && mkdir -p $r/mnt/host-tmp &&
-    mount -o bind $r/tmp $r/mnt/host-tmp || fail "cannot keep a view of the host's /tmp"
+  mount -t tmpfs -o mode=0755 tmpfs $r/mnt && mkdir -p $r/mnt/host-tmp $r/mnt/host-var-tmp &&
+    mount -o bind $r/tmp $r/mnt/host-tmp && mount -o bind $r/var/tmp $r/mnt/host-var-tmp ||
+    fail "cannot keep a view of the host's /tmp and /var/tmp"
 fi
 
 mount -t proc proc $r/proc &&
@@ -73,8 +76,12 @@ ln -sf /proc/self/fd/2 $r/dev/stderr
 mount -t tmpfs -o mode=1777 tmpfs $r/var/tmp 2>/dev/null
 for d in $keep_tmp; do
   [ -d "$r$d" ] && continue
-  mkdir -p "$r$d" && mount -o bind "$r/mnt/host-tmp/${d#/tmp/}" "$r$d" ||
-    fail "cannot bind the host's $d into the guest's /tmp"
+  case "$d" in
+  /tmp/*) from=$r/mnt/host-tmp/${d#/tmp/} ;;
+  *) from=$r/mnt/host-var-tmp/${d#/var/tmp/} ;;
+  esac
+  mkdir -p "$r$d" && mount -o bind "$from" "$r$d" ||
+    fail "cannot bind the host's $d into the guest"
 done
 if [ "$ov_root" = 1 ]; then
   mkdir -p $r/run/ovhost &&
