@@ -499,7 +499,7 @@ const struct verbs_context_ops &soft_context_ops() { return soft_ops; }
 // (in the same process or, over a UNIX socket, in another one) to share the
 // context's PDs and MRs. A memfd named after the device stands in: its name
 // (/proc/self/fd/N reads "/memfd:openverbs-soft<index> (deleted)") tells
-// which device it belongs to. Nothing is ever written to it. -1 when no
+// which device it belongs to: soft<N> has index N, sroce<N> kRoceIndexBase + N. Nothing is ever written to it. -1 when no
 // memfd can be made (the context then has no cmd_fd, as before).
 static int make_cmd_fd(int index)
 {
@@ -527,7 +527,7 @@ static int cmd_fd_index(int fd)
 	char *end = nullptr;
 	long index = strtol(p, &end, 10);
 	if (end == p || *p == '-' || *p == '+' || strcmp(end, " (deleted)") != 0 || index < 0 ||
-	    index >= long(OPENVERBS_MAX_SOFT_DEVICES))
+	    index >= long(kRoceIndexBase + OPENVERBS_MAX_SOFT_DEVICES))
 		return -1;
 	return int(index);
 }

@@ -26,7 +26,7 @@ net=""
 if [ "${1:-}" = --net ]; then net=$2; shift 2; fi
 # Mounting needs CAP_SYS_ADMIN over this mount namespace: root's, or the
 # capabilities a user holds in a user namespace of their own.
-grep -q '^CapEff:.*[1-9a-f]' /proc/self/status ||
+[ "$(id -u)" = 0 ] || grep -q '^CapEff:.*[1-9a-f]' /proc/self/status ||
   { echo "sysfs-view: needs the right to mount (root, or a user namespace of one's own)" >&2; exit 1; }
 
 tables=$(/usr/bin/python3 - <<'EOF'
