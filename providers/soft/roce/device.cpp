@@ -243,6 +243,15 @@ static int open_socket(RoceCtx *rc)
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) != 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	// UDP GRO: a GSO train from a peer of ours arrives whole, one datagram
+	// for up to 64 packets (the receive path cuts it: transport.cpp,
+	// roce_drain); without it the kernel cuts trains into datagrams.
+	// OPENVERBS_SOFT_ROCE_OFFLOAD=0 turns both off (comparisons, and a route
+	// that mishandles them); ignored in setuid programs.
+	const char *off = secure_getenv("OPENVERBS_SOFT_ROCE_OFFLOAD");
+	bool offload = !off || strcmp(off, "0") != 0;
+	rc->gso = offload;
+	rc->gro = offload && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
 	// One socket per interface: bound to the device, so that each
 	// interface of a namespace can have its own port 4791 (Linux 5.7 and
 	// later allow this without privileges).
@@ -329,8 +338,9 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 	rc->ifindex = int(if_nametoindex(rc->ifname));
 	pthread_mutex_init(&rc->lock, nullptr);
 	pthread_mutex_init(&rc->rx_lock, nullptr);
-	rc->rx_bufs = static_cast<uint8_t *>(malloc(size_t(kRoceBatch) * kRoceMaxDatagram));
-	int e = !rc->rx_bufs ? ENOMEM : rc->ifindex ? read_interface(rc) : ENODEV;
+	rc->rx_bufs = static_cast<uint8_t *>(malloc(size_t(kRoceBatch) * kRoceRxBuffer));
+	rc->tx_bufs = static_cast<uint8_t *>(malloc(size_t(kRoceTxBatch) * kRoceTxSlot));
+	int e = !rc->rx_bufs || !rc->tx_bufs ? ENOMEM : rc->ifindex ? read_interface(rc) : ENODEV;
 	if (!e)
 		roce_refresh_gids(rc, true);
 	if (!e)
@@ -356,6 +366,7 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 		pthread_mutex_destroy(&rc->lock);
 		pthread_mutex_destroy(&rc->rx_lock);
 		free(rc->rx_bufs);
+		free(rc->tx_bufs);
 		delete rc;
 		return e;
 	}
@@ -374,6 +385,7 @@ void roce_close(SoftContext *ctx)
 		// Another context still uses the transport: forget this one's QPs
 		// (left by a program that closes the device with QPs alive).
 		pthread_mutex_lock(&rc->lock);
+		roce_flush_acks(rc);
 		for (SoftQp *&qp : rc->by_slot)
 			if (qp && qp->ctx == ctx)
 				qp = nullptr;
@@ -390,6 +402,11 @@ void roce_close(SoftContext *ctx)
 			break;
 		}
 	pthread_mutex_unlock(&g_roce_lock);
+	// Acknowledgements still waiting go before the socket closes (the
+	// peer would otherwise send its last requests again to no one).
+	pthread_mutex_lock(&rc->lock);
+	roce_flush_acks(rc);
+	pthread_mutex_unlock(&rc->lock);
 	rc->stop.store(true);
 	uint64_t one = 1;
 	if (write(rc->wake_fd, &one, sizeof(one)) < 0) {
@@ -419,6 +436,7 @@ void roce_close(SoftContext *ctx)
 	pthread_mutex_destroy(&rc->lock);
 	pthread_mutex_destroy(&rc->rx_lock);
 	free(rc->rx_bufs);
+	free(rc->tx_bufs);
 	ctx->roce = nullptr;
 	delete rc;
 }
@@ -608,6 +626,8 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 	RoceCtx *rc = qp->ctx->roce;
 	RoceQp *rq = qp->roce;
 	pthread_mutex_lock(&rc->lock);
+	if (rq && rq->ack_pending)
+		roce_flush_acks(rc); // its last ACK goes before it does
 	int e = soft_context_ops().destroy_qp(ibqp);
 	if (!e) {
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this

@@ -19,14 +19,47 @@
 #include <atomic>
 #include <memory>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 // <linux/udp.h>: a GSO train's packet size (cmsg, Linux 4.18)
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104 // <linux/udp.h>: receive trains whole (Linux 5.0)
+#endif
 
 namespace ovsoft {
 
 inline constexpr uint32_t kRoceMaxGids = 16;
 inline constexpr uint32_t kRoceMaxWindow = 256;  // packets in flight per QP, at most
 inline constexpr uint32_t kRoceAckEvery = 16;    // AckReq on every n-th packet too
-inline constexpr int kRoceBatch = 32;            // datagrams per recvmmsg
+inline constexpr int kRoceBatch = 16;            // datagrams per recvmmsg
+// A receive buffer holds a whole UDP datagram, which with UDP_GRO may be a
+// train of packets of one size (device.cpp, open_socket).
+inline constexpr size_t kRoceRxBuffer = 65536;
+// Transmit batch (transport.cpp, "transmit"): packets built in place and
+// sent together by one sendmmsg when the lock holder is done, or when full.
+inline constexpr uint32_t kRoceTxBatch = 128;
+inline constexpr size_t kRoceTxSlot = 4224; // headers, 4096-byte payload, pad, ICRC
+// UDP GSO (UDP_SEGMENT): consecutive packets to one address, all of one
+// size but a shorter last one, go as one train of at most this many
+// packets and bytes (Linux 6.1's UDP_MAX_SEGMENTS; the IP length limit).
+inline constexpr uint32_t kRoceGsoSegs = 64;
+inline constexpr uint32_t kRoceGsoBytes = 65000;
+// An ACK asked for by a single-packet request (SEND or RDMA WRITE Only)
+// waits up to this long for a packet of the same QP to follow (the
+// application's answer): it then goes right behind it, so that a
+// ping-pong's peer, polling its CQ for the ACK, finds the answer first.
+// ACKs within a message, and those of longer messages, go when the batch
+// that asked for them is done (coalesced: one per QP).
+inline constexpr uint64_t kRoceAckDelayNs = 50000;
+// While an application thread has polled a CQ of the device within this
+// long, it reads the socket itself (roce_drain) and the receive thread only
+// keeps the timers: a thread woken for each datagram would take a core from
+// the spinning application. After it, the receive thread watches the socket
+// again.
+inline constexpr uint64_t kRoceAppPollNs = 100000;
 // A PSN sequence NAK is sent once per gap, and again when the gap is still
 // there this long after (the packets sent again were lost too); the
 // requester takes a NAK for the PSN it went back to as new after as long.
@@ -88,9 +121,32 @@ struct RoceCtx {
 	// a QP are handled in the order they arrived. rx_bufs belong to the
 	// holder.
 	pthread_mutex_t rx_lock;
-	uint8_t *rx_bufs;         // kRoceBatch * kRoceMaxDatagram
+	uint8_t *rx_bufs;         // kRoceBatch * kRoceRxBuffer
+	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
+	std::atomic<uint64_t> app_poll_ns{0}; // an application thread's last roce_drain
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
+	// The transmit batch, under lock (transport.cpp, "transmit"): tx[i]
+	// describes the packet built in tx_bufs + i * kRoceTxSlot.
+	struct TxPkt {
+		uint32_t off;  // where the packet starts in its slot
+		uint32_t len;  // its length, ICRC included
+		uint16_t seg;  // its place in its GSO train (0: a train starts)
+		struct sockaddr_in6 to;
+		uint8_t src[16];
+	};
+	uint8_t *tx_bufs = nullptr; // kRoceTxBatch * kRoceTxSlot
+	TxPkt tx[kRoceTxBatch];
+	uint32_t ntx = 0;
+	bool gso = true;          // UDP_SEGMENT works here (off after a refusal)
+	uint32_t train_len = 0;   // the open train's packet size (0: none open)
+	uint32_t train_bytes = 0;
+	// QPs (by slot) with an acknowledgement to send (RoceQp::ack_*), under
+	// lock; ack_next_ns: the earliest delayed one's time (0: none).
+	uint32_t ack_slots[kMaxQps];
+	uint32_t nacks = 0;
+	uint64_t ack_next_ns = 0;
+	std::atomic<bool> tx_work{false}; // ACKs wait (read without the lock)
 	// The device's QP1 in this process (general services: the CM's MADs):
 	// the first UD QP given the GSI Q_Key 0x80010000 (a controlled Q_Key,
 	// which a kernel device gives only to privileged users). Datagrams for
@@ -153,6 +209,13 @@ struct RoceQp {
 	// Responder.
 	uint32_t epsn;         // next PSN expected
 	uint32_t msn;          // messages completed
+	// The acknowledgement to send (coalesced: the latest one asked for):
+	// at the next flush (ack_due_ns 0), or behind this QP's next packet
+	// and at the latest at ack_due_ns (kRoceAckDelayNs).
+	bool ack_pending;
+	bool ack_listed;       // in RoceCtx::ack_slots
+	uint32_t ack_psn, ack_msn;
+	uint64_t ack_due_ns;
 	bool nak_sent;         // a PSN sequence NAK is outstanding for epsn
 	uint64_t nak_ns;       // when it was sent (repeated after kRoceNakRepeatNs)
 	// The receive message in progress (SEND First .. Last).
@@ -195,6 +258,11 @@ void *roce_rx_main(void *arg);
 // thread (poll_cq) that skips it when another thread is reading. Returns the
 // datagrams handled.
 int roce_drain(RoceCtx *rc, bool from_app);
+// Sends the transmit batch (rc->lock held).
+void roce_flush(RoceCtx *rc);
+// Sends every acknowledgement still waiting and the batch, whatever their
+// time (rc->lock held): before a QP or the device goes away.
+void roce_flush_acks(RoceCtx *rc);
 int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 // Sets up the transport state for a transition to `next` (RTR: responder,
 // RTS: requester). rc->lock held.

@@ -189,8 +189,41 @@ bool is_v4_mapped(const uint8_t *a)
 	return memcmp(a, pre, 12) == 0;
 }
 
-// Sends one packet: the headers of k, `len` bytes of payload already at
-// buf + headers. buf must hold kMaxHeaderBytes + payload + 8.
+void ip_meta(const uint8_t src[16], const struct sockaddr_in6 &to, IpMeta *ip)
+{
+	bool v4 = is_v4_mapped(src);
+	ip->v6 = !v4;
+	memcpy(ip->src, v4 ? src + 12 : src, v4 ? 4 : 16);
+	const uint8_t *d = reinterpret_cast<const uint8_t *>(&to.sin6_addr);
+	memcpy(ip->dst, v4 ? d + 12 : d, v4 ? 4 : 16);
+	ip->sport = kRoceV2Port;
+	ip->dport = ntohs(to.sin6_port);
+}
+
+bool same_route(const RoceCtx::TxPkt &a, const struct sockaddr_in6 &to, const uint8_t src[16])
+{
+	return a.to.sin6_port == to.sin6_port && a.to.sin6_scope_id == to.sin6_scope_id &&
+	       memcmp(&a.to.sin6_addr, &to.sin6_addr, 16) == 0 && memcmp(a.src, src, 16) == 0;
+}
+
+// The slot the next packet is built in (its payload goes at slot +
+// kMaxHeaderBytes, xmit_buf puts the headers before it). A full batch is
+// sent first. rc->lock held.
+uint8_t *tx_slot(RoceCtx *rc)
+{
+	if (rc->ntx == kRoceTxBatch)
+		roce_flush(rc);
+	return rc->tx_bufs + size_t(rc->ntx) * kRoceTxSlot;
+}
+
+inline uint8_t *slot_payload(uint8_t *slot) { return slot + kMaxHeaderBytes; }
+
+// Queues one packet: the headers of k, `len` bytes of payload already at
+// slot_payload(buf), where buf is tx_slot(rc). A packet that may follow the
+// one before it in a UDP GSO train joins it: the kernel cuts a train into
+// datagrams whose IPv4 identifications count up from 0 (Don't Fragment,
+// unconnected socket), so the ICRC is computed with the identification the
+// packet will carry, its place in the train. rc->lock held.
 void xmit_buf(RoceCtx *rc, const uint8_t src[16], const struct sockaddr_in6 &to, Packet &k,
 	      uint8_t *buf, uint32_t len)
 {
@@ -198,70 +231,161 @@ void xmit_buf(RoceCtx *rc, const uint8_t src[16], const struct sockaddr_in6 &to,
 	k.bth.pad = (k.flags & F_PAYLOAD) ? pad_for(len) : 0;
 	k.bth.mig = true;
 	size_t h = encode_headers(k, hdr);
-	// The payload was gathered at buf + kMaxHeaderBytes: put the headers
-	// right before it.
 	uint8_t *p = buf + kMaxHeaderBytes - h;
 	memcpy(p, hdr, h);
 	size_t n = h + len;
 	memset(p + n, 0, k.bth.pad);
 	n += k.bth.pad;
-	IpMeta ip;
-	bool v4 = is_v4_mapped(src);
-	ip.v6 = !v4;
-	memcpy(ip.src, v4 ? src + 12 : src, v4 ? 4 : 16);
-	const uint8_t *d = reinterpret_cast<const uint8_t *>(&to.sin6_addr);
-	memcpy(ip.dst, v4 ? d + 12 : d, v4 ? 4 : 16);
-	ip.sport = kRoceV2Port;
-	ip.dport = ntohs(to.sin6_port);
-	icrc_write(p + n, icrc_compute(ip, p, n));
-	n += kIcrcBytes;
-
-	struct iovec iov = {p, n};
-	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-		struct cmsghdr align;
-	} cm = {};
-	struct msghdr msg = {};
-	msg.msg_name = const_cast<struct sockaddr_in6 *>(&to);
-	msg.msg_namelen = sizeof(to);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cm.buf;
-	msg.msg_controllen = sizeof(cm.buf);
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = IPPROTO_IPV6;
-	c->cmsg_type = IPV6_PKTINFO;
-	c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
-	struct in6_pktinfo pi = {};
-	memcpy(&pi.ipi6_addr, src, 16);
-	pi.ipi6_ifindex = unsigned(rc->ifindex);
-	memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-	for (int tries = 0; tries < 50; tries++) {
-		if (sendmsg(rc->fd, &msg, MSG_DONTWAIT) == ssize_t(n)) {
-			rc->tx_packets++;
-			return;
-		}
-		if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
-			break;
-		struct pollfd pf = {rc->fd, POLLOUT, 0};
-		poll(&pf, 1, 1);
+	uint32_t total = uint32_t(n + kIcrcBytes);
+	RoceCtx::TxPkt &t = rc->tx[rc->ntx];
+	uint16_t seg = 0;
+	if (rc->gso && rc->ntx && rc->train_len && total <= rc->train_len &&
+	    rc->train_bytes + total <= kRoceGsoBytes && rc->tx[rc->ntx - 1].seg + 1u < kRoceGsoSegs &&
+	    same_route(rc->tx[rc->ntx - 1], to, src)) {
+		seg = uint16_t(rc->tx[rc->ntx - 1].seg + 1);
+		rc->train_bytes += total;
+		if (total < rc->train_len)
+			rc->train_len = 0; // a shorter packet ends a train
+	} else {
+		rc->train_len = total;
+		rc->train_bytes = total;
 	}
-	// Lost like a packet on the wire: RC retransmits it.
-	if (rc->tx_errors++ < 5)
-		softlog(2, "%s: send to port %u failed: %s", rc->ifname, ntohs(to.sin6_port),
-			strerror(errno));
+	IpMeta ip;
+	ip_meta(src, to, &ip);
+	ip.ip_id = ip.v6 ? 0 : seg;
+	icrc_write(p + n, icrc_compute(ip, p, n));
+	t.off = uint32_t(p - buf);
+	t.len = total;
+	t.seg = seg;
+	t.to = to;
+	memcpy(t.src, src, 16);
+	rc->ntx++;
 }
 
-struct PacketBuf {
-	alignas(8) uint8_t b[kMaxHeaderBytes + 4096 + 16];
-	uint8_t *payload() { return b + kMaxHeaderBytes; }
-};
+} // namespace
+
+// Sends the batch: one sendmmsg for all of it, each GSO train one message
+// (UDP_SEGMENT: the kernel sends its packets as ordinary datagrams, or
+// hands the train whole to a receiver that asked for UDP_GRO). A full
+// socket buffer is waited out (1 ms at a time, 50 times); a packet that
+// still cannot go is lost as on the wire (RC sends it again). A kernel or
+// route that refuses GSO gets plain datagrams from then on. rc->lock held.
+void roce_flush(RoceCtx *rc)
+{
+	uint32_t n = rc->ntx;
+	if (!n)
+		return;
+	struct iovec iov[kRoceTxBatch];
+	struct mmsghdr msgs[kRoceTxBatch];
+	uint32_t first[kRoceTxBatch + 1]; // message -> its first packet
+	union Ctl {
+		char b[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	};
+	Ctl ctl[kRoceTxBatch];
+	// Messages for the packets from `from` on, written from message m0 on.
+	auto build = [&](uint32_t from, uint32_t m0) {
+		uint32_t m = m0;
+		for (uint32_t j = from; j < n; m++) {
+			uint32_t e = j + 1;
+			while (e < n && rc->tx[e].seg)
+				e++;
+			first[m] = j;
+			for (uint32_t i = j; i < e; i++)
+				iov[i] = {rc->tx_bufs + size_t(i) * kRoceTxSlot + rc->tx[i].off, rc->tx[i].len};
+			struct msghdr &mh = msgs[m].msg_hdr;
+			mh = {};
+			mh.msg_name = &rc->tx[j].to;
+			mh.msg_namelen = sizeof(rc->tx[j].to);
+			mh.msg_iov = &iov[j];
+			mh.msg_iovlen = e - j;
+			memset(&ctl[m], 0, sizeof(ctl[m]));
+			mh.msg_control = ctl[m].b;
+			mh.msg_controllen = CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+					    (e - j > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = IPPROTO_IPV6;
+			c->cmsg_type = IPV6_PKTINFO;
+			c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
+			struct in6_pktinfo pi = {};
+			memcpy(&pi.ipi6_addr, rc->tx[j].src, 16);
+			pi.ipi6_ifindex = unsigned(rc->ifindex);
+			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+			if (e - j > 1) {
+				c = CMSG_NXTHDR(&mh, c);
+				c->cmsg_level = IPPROTO_UDP;
+				c->cmsg_type = UDP_SEGMENT;
+				c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+				uint16_t gso = uint16_t(rc->tx[j].len);
+				memcpy(CMSG_DATA(c), &gso, sizeof(gso));
+			}
+			j = e;
+		}
+		first[m] = n;
+		return m;
+	};
+	uint32_t nm = build(0, 0), m = 0;
+	int tries = 0;
+	while (m < nm) {
+		int got = sendmmsg(rc->fd, msgs + m, nm - m, MSG_DONTWAIT);
+		if (got > 0) {
+			rc->tx_packets += first[m + uint32_t(got)] - first[m];
+			m += uint32_t(got);
+			tries = 0;
+			continue;
+		}
+		int e = errno;
+		if ((e == EAGAIN || e == ENOBUFS || e == EINTR) && tries++ < 50) {
+			struct pollfd pf = {rc->fd, POLLOUT, 0};
+			poll(&pf, 1, 1);
+			continue;
+		}
+		if (first[m + 1] - first[m] > 1 && (e == EIO || e == EINVAL || e == EOPNOTSUPP ||
+						   e == ENOPROTOOPT || e == EMSGSIZE)) {
+			// No GSO here (no checksum offload on the route, an old
+			// kernel): plain datagrams, each with the ICRC of
+			// identification 0, from this one on.
+			softlog(2, "%s: UDP GSO refused (%s): one datagram per packet from now on",
+				rc->ifname, strerror(e));
+			rc->gso = false;
+			for (uint32_t i = first[m]; i < n; i++) {
+				RoceCtx::TxPkt &t = rc->tx[i];
+				if (!t.seg)
+					continue;
+				t.seg = 0;
+				IpMeta ip;
+				ip_meta(t.src, t.to, &ip);
+				if (ip.v6)
+					continue;
+				uint8_t *p = rc->tx_bufs + size_t(i) * kRoceTxSlot + t.off;
+				icrc_write(p + t.len - kIcrcBytes, icrc_compute(ip, p, t.len - kIcrcBytes));
+			}
+			nm = build(first[m], m);
+			continue;
+		}
+		// Lost like packets on the wire: RC sends them again.
+		if (rc->tx_errors++ < 5)
+			softlog(2, "%s: send to port %u failed: %s", rc->ifname,
+				ntohs(rc->tx[first[m]].to.sin6_port), strerror(e));
+		m++;
+		tries = 0;
+	}
+	rc->ntx = 0;
+	rc->train_len = 0;
+}
+
+namespace {
+
+void ack_emit(SoftQp *qp);
 
 // An Acknowledge (or, with opcode kAtomicAck, an Atomic Acknowledge carrying
-// orig) for psn.
+// orig) for psn. An acknowledgement still waiting (send_ack) goes first, so
+// that the QP's responses leave in PSN order.
 void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome, uint64_t orig = 0)
 {
 	RoceQp *r = qp->roce;
+	if (r->ack_pending)
+		ack_emit(qp);
 	Packet k;
 	k.bth.opcode = kRC | opcode_op;
 	k.flags = opcode_flags(k.bth.opcode);
@@ -270,11 +394,99 @@ void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome, ui
 	k.syndrome = syndrome;
 	k.msn = r->msn;
 	k.orig = orig;
-	PacketBuf pb;
-	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+	uint8_t *pb = tx_slot(qp->ctx->roce);
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb, 0);
 }
 
-void send_ack(SoftQp *qp) { send_aeth(qp, kAck, psn_add(qp->roce->epsn, kPsnMask), kAethNoCredit); }
+// Queues the acknowledgement that waits (send_ack), if the QP still answers.
+void ack_emit(SoftQp *qp)
+{
+	RoceQp *r = qp->roce;
+	if (!r->ack_pending)
+		return;
+	r->ack_pending = false;
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+		return;
+	Packet k;
+	k.bth.opcode = kRC | kAck;
+	k.flags = opcode_flags(k.bth.opcode);
+	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.bth.psn = r->ack_psn;
+	k.syndrome = kAethNoCredit;
+	k.msn = r->ack_msn;
+	uint8_t *pb = tx_slot(qp->ctx->roce);
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb, 0);
+}
+
+// Asks for an acknowledgement of every request up to epsn - 1 (one already
+// waiting is replaced: ACKs are cumulative). It goes when the current batch
+// is done (tx_done), or, with `delay` (a single-packet request), behind
+// the QP's next packet and at the latest kRoceAckDelayNs from now.
+void send_ack(SoftQp *qp, bool delay = false)
+{
+	RoceQp *r = qp->roce;
+	RoceCtx *rc = qp->ctx->roce;
+	r->ack_psn = psn_add(r->epsn, kPsnMask);
+	r->ack_msn = r->msn;
+	if (!r->ack_pending) {
+		r->ack_pending = true;
+		r->ack_due_ns = delay ? now_ns() + kRoceAckDelayNs : 0;
+	} else if (!delay) {
+		r->ack_due_ns = 0;
+	}
+	if (!r->ack_listed && rc->nacks < kMaxQps) {
+		r->ack_listed = true;
+		rc->ack_slots[rc->nacks++] = qp->slot;
+		rc->tx_work.store(true, std::memory_order_relaxed);
+	} else if (!r->ack_listed) {
+		ack_emit(qp); // not reached: a QP is listed once
+	}
+}
+
+// Sends the acknowledgements that are due (all of them with `all`) and
+// remembers when the next delayed one is. rc->lock held.
+void ack_run(RoceCtx *rc, uint64_t now, bool all)
+{
+	// Keep each listed QP once (a QP reset or destroyed meanwhile, or its
+	// slot taken by another, is dropped or listed again by send_ack).
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < rc->nacks; i++) {
+		uint32_t slot = rc->ack_slots[i];
+		SoftQp *qp = slot < kMaxQps ? rc->by_slot[slot] : nullptr;
+		if (qp && qp->roce && qp->roce->ack_listed) {
+			qp->roce->ack_listed = false;
+			rc->ack_slots[k++] = slot;
+		}
+	}
+	uint32_t n = k;
+	uint64_t next = 0;
+	k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		SoftQp *qp = rc->by_slot[rc->ack_slots[i]];
+		RoceQp *r = qp->roce;
+		if (r->ack_pending && (all || !r->ack_due_ns || now >= r->ack_due_ns))
+			ack_emit(qp);
+		if (r->ack_pending) {
+			r->ack_listed = true;
+			rc->ack_slots[k++] = rc->ack_slots[i];
+			if (!next || r->ack_due_ns < next)
+				next = r->ack_due_ns;
+		}
+	}
+	rc->nacks = k;
+	rc->ack_next_ns = next;
+	rc->tx_work.store(k != 0, std::memory_order_relaxed);
+}
+
+// The lock holder is done: acknowledgements that are due and the batch go.
+// rc->lock held.
+void tx_done(RoceCtx *rc)
+{
+	if (rc->nacks)
+		ack_run(rc, now_ns(), false);
+	roce_flush(rc);
+}
 
 // ------------------------------------------------------------------ completions
 
@@ -363,8 +575,8 @@ void send_read_request(SoftQp *qp, const SoftWr &w, const RoceTx &t)
 	k.bth.ack_req = true;
 	uint64_t off = uint64_t(psn_diff(t.rd_next, t.psn)) * r->mtu;
 	k.reth = {w.remote_addr + off, w.rkey, uint32_t(t.len - std::min<uint64_t>(off, t.len))};
-	PacketBuf pb;
-	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb.b, 0);
+	uint8_t *pb = tx_slot(qp->ctx->roce);
+	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb, 0);
 }
 
 // Sends the next packet of request w (its packet number t.sent).
@@ -375,7 +587,7 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 	uint8_t tr = qp->type == IBV_QPT_UC ? kUC : kRC;
 	Packet k;
 	k.bth.dqpn = qp->attr.dest_qp_num;
-	PacketBuf pb;
+	uint8_t *pb = tx_slot(qp->ctx->roce);
 	uint32_t plen = 0;
 	if (is_atomic(w.opcode)) {
 		k.bth.opcode = kRC | (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd);
@@ -388,7 +600,7 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 		r->snd_nxt = psn_add(t.psn, 1);
 		if (psn_diff(r->snd_nxt, r->snd_max) > 0)
 			r->snd_max = r->snd_nxt;
-		xmit_buf(rc, r->src, r->peer, k, pb.b, 0);
+		xmit_buf(rc, r->src, r->peer, k, pb, 0);
 		return;
 	}
 	if (w.opcode == IBV_WR_RDMA_READ) {
@@ -404,7 +616,7 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 		bool first = i == 0, last = i + 1 == t.npkts;
 		uint64_t off = uint64_t(i) * r->mtu;
 		plen = uint32_t(std::min<uint64_t>(r->mtu, t.len - off));
-		if (plen && !gather(qp, w, off, pb.payload(), plen)) {
+		if (plen && !gather(qp, w, off, slot_payload(pb), plen)) {
 			t.status = IBV_WC_LOC_PROT_ERR;
 			return;
 		}
@@ -438,7 +650,7 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 			r->snd_max = r->snd_nxt;
 	}
 	k.flags = opcode_flags(k.bth.opcode);
-	xmit_buf(rc, r->src, r->peer, k, pb.b, plen);
+	xmit_buf(rc, r->src, r->peer, k, pb, plen);
 }
 
 // Sends what the window allows, in order.
@@ -473,6 +685,10 @@ void pump(SoftQp *qp)
 		uint64_t to = timeout_ns(qp->attr.timeout);
 		r->deadline_ns = to ? now_ns() + to : 0;
 	}
+	// A waiting acknowledgement goes right behind the requests (a
+	// ping-pong's peer reads the request before the ACK it polls for).
+	if (sent && r->ack_pending)
+		ack_emit(qp);
 	complete_ready(qp);
 }
 
@@ -771,9 +987,11 @@ bool serve_read(SoftQp *qp, const Packet &k)
 	uint32_t len = k.reth.len;
 	if (len && !remote_ptr(qp, k.reth.rkey, k.reth.va, len, IBV_ACCESS_REMOTE_READ))
 		return false;
+	if (r->ack_pending)
+		ack_emit(qp); // responses in PSN order
 	uint32_t n = packets_for(len, r->mtu);
-	PacketBuf pb;
 	for (uint32_t i = 0; i < n; i++) {
+		uint8_t *pb = tx_slot(rc);
 		uint64_t off = uint64_t(i) * r->mtu;
 		uint32_t plen = uint32_t(std::min<uint64_t>(r->mtu, len - off));
 		// Checked again for every packet: the region may change meanwhile.
@@ -783,7 +1001,7 @@ bool serve_read(SoftQp *qp, const Packet &k)
 		if (plen && !p)
 			return false;
 		if (plen)
-			memcpy(pb.payload(), p, plen);
+			memcpy(slot_payload(pb), p, plen);
 		Packet o;
 		bool first = i == 0, last = i + 1 == n;
 		o.bth.opcode = kRC | (first && last ? kReadRespOnly
@@ -795,7 +1013,7 @@ bool serve_read(SoftQp *qp, const Packet &k)
 		o.bth.psn = psn_add(k.bth.psn, i);
 		o.syndrome = kAethNoCredit;
 		o.msn = r->msn;
-		xmit_buf(rc, r->src, r->peer, o, pb.b, plen);
+		xmit_buf(rc, r->src, r->peer, o, pb, plen);
 	}
 	return true;
 }
@@ -962,7 +1180,7 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 		else
 			r->epsn = psn_add(r->epsn, 1);
 		if (k.bth.ack_req && !(k.flags & (F_READ_REQ | F_ATOMIC_REQ)))
-			send_ack(qp);
+			send_ack(qp, (k.flags & F_FIRST) && (k.flags & F_LAST));
 		return;
 	case V_RNR:
 		send_aeth(qp, kAck, k.bth.psn, kAethRnr | (qp->attr.min_rnr_timer & 31));
@@ -1072,13 +1290,18 @@ void on_ud(RoceCtx *rc, SoftQp *qp, const Packet &k, const IpMeta &ip, size_t da
 // An IPv4 datagram's identification is not visible through a UDP socket
 // (icrc_check tries 0, then solves for it). A connected QP counts its peer's
 // datagrams in a row that checked with 0; after kRoceZeroIdRun of them a
-// datagram that needs another identification is dropped as damaged (and the
-// count starts again), which takes the chance that damage passes from 2^-16
-// to that of the CRC itself for such peers.
-void note_ip_id(RoceQp *r, const IpMeta &ip, bool solved)
+// datagram that needs an identification of kRoceGsoSegs or more is dropped
+// as damaged (and the count starts again). Smaller ones are what such a
+// peer's GSO trains carry (the kernel numbers a train's datagrams 0, 1, 2,
+// ...): they neither count nor end the run. This takes the chance that
+// damage passes from 2^-16 to about 2^-26 (a solvable difference, 64 of the
+// 65536 identifications) for such peers.
+void note_ip_id(RoceQp *r, const IpMeta &ip, bool solved, uint16_t id)
 {
-	if (solved) {
+	if (solved && id >= kRoceGsoSegs) {
 		r->zero_id_run = 0;
+	} else if (solved) {
+		// A datagram of a GSO train from a peer that sends 0 otherwise.
 	} else if (!ip.v6 && r->zero_id_run < kRoceZeroIdRun) {
 		r->zero_id_run++;
 	}
@@ -1126,7 +1349,8 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	ip.sport = ntohs(from->sin6_port);
 	ip.dport = kRoceV2Port;
 	bool solved = false;
-	if (!icrc_check(ip, p, n, &solved)) {
+	uint16_t ip_id = 0;
+	if (!icrc_check(ip, p, n, &solved, &ip_id)) {
 		rc->drops[D_ICRC]++;
 		return;
 	}
@@ -1164,20 +1388,21 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 			on_ud(rc, qp, k, ip, n);
 		} else if (memcmp(&r->peer.sin6_addr, s, 16) != 0) {
 			rc->drops[D_SOURCE]++;
-		} else if (solved && r->zero_id_run >= kRoceZeroIdRun) {
+		} else if (solved && r->zero_id_run >= kRoceZeroIdRun && ip_id >= kRoceGsoSegs) {
 			// This peer sends identification 0 (as Linux does for
-			// datagrams with DF and no connected socket): a CRC that
-			// needs another one is damage, not a NIC's counter.
+			// datagrams with DF and no connected socket), or the small
+			// numbers of a GSO train's datagrams: a CRC that needs
+			// another one is damage, not a NIC's counter.
 			r->zero_id_run = 0;
 			rc->drops[D_ICRC]++;
 		} else if (req) {
-			note_ip_id(r, ip, solved);
+			note_ip_id(r, ip, solved, ip_id);
 			if (qp->type == IBV_QPT_RC)
 				on_request_rc(qp, k);
 			else
 				on_request_uc(qp, k);
 		} else if (qp->type == IBV_QPT_RC) {
-			note_ip_id(r, ip, solved);
+			note_ip_id(r, ip, solved, ip_id);
 			on_response(qp, k);
 		} else {
 			rc->drops[D_OPCODE]++;
@@ -1299,6 +1524,7 @@ uint64_t run_timers(RoceCtx *rc)
 			rewind_to(qp, r->una);
 			uint64_t before = rc->tx_packets.load();
 			pump(qp);
+			roce_flush(rc);
 			softlog(4, "%s: QP 0x%x: %llu packets sent again (next_wr %u, snd_nxt 0x%x, window %u, rnr wait %d)",
 				rc->ifname, qp->qpn, (unsigned long long)(rc->tx_packets.load() - before),
 				r->next_wr, r->snd_nxt, rc->window, r->rnr_until_ns != 0);
@@ -1307,6 +1533,9 @@ uint64_t run_timers(RoceCtx *rc)
 			if (t && (!next || t < next))
 				next = t;
 	}
+	tx_done(rc);
+	if (rc->ack_next_ns && (!next || rc->ack_next_ns < next))
+		next = rc->ack_next_ns;
 	pthread_mutex_unlock(&rc->lock);
 	return next;
 }
@@ -1316,6 +1545,7 @@ uint64_t run_timers(RoceCtx *rc)
 int roce_drain(RoceCtx *rc, bool from_app)
 {
 	if (from_app) {
+		rc->app_poll_ns.store(now_ns(), std::memory_order_relaxed);
 		if (pthread_mutex_trylock(&rc->rx_lock) != 0)
 			return 0;
 	} else {
@@ -1325,13 +1555,14 @@ int roce_drain(RoceCtx *rc, bool from_app)
 	struct iovec iovs[kRoceBatch];
 	struct sockaddr_in6 names[kRoceBatch];
 	union Ctl {
-		char b[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		char b[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo)) +
+		       CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctls[kRoceBatch];
 	int total = 0;
 	for (int rounds = 0; rounds < 8; rounds++) {
 		for (int i = 0; i < kRoceBatch; i++) {
-			iovs[i] = {rc->rx_bufs + size_t(i) * kRoceMaxDatagram, kRoceMaxDatagram};
+			iovs[i] = {rc->rx_bufs + size_t(i) * kRoceRxBuffer, kRoceRxBuffer};
 			msgs[i].msg_hdr = {};
 			msgs[i].msg_hdr.msg_name = &names[i];
 			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
@@ -1343,15 +1574,46 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		int got = recvmmsg(rc->fd, msgs, kRoceBatch, MSG_DONTWAIT, nullptr);
 		if (got <= 0)
 			break;
-		for (int i = 0; i < got; i++)
-			inject(rc, static_cast<uint8_t *>(iovs[i].iov_base), msgs[i].msg_len,
-			       msgs[i].msg_hdr);
+		for (int i = 0; i < got; i++) {
+			auto *p = static_cast<uint8_t *>(iovs[i].iov_base);
+			size_t len = msgs[i].msg_len;
+			// A train that UDP_GRO kept whole: packets of `seg` bytes (the
+			// last one may be shorter), each one a datagram of its own.
+			size_t seg = len;
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c;
+			     c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
+				if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
+				    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+					int g;
+					memcpy(&g, CMSG_DATA(c), sizeof(g));
+					if (g > 0)
+						seg = size_t(g);
+				}
+			size_t off = 0;
+			do {
+				size_t n = std::min(seg, len - off);
+				if (n > kRoceMaxDatagram) {
+					rc->rx_packets++;
+					rc->drops[D_LENGTH]++;
+				} else {
+					inject(rc, p + off, n, msgs[i].msg_hdr);
+				}
+				off += n;
+			} while (off < len);
+		}
 		total += got;
 		if (got < kRoceBatch)
 			break;
 	}
 	if (rc->fault && rc->fault->held_len && now_ns() - rc->fault->held_ns >= kRoceHoldNs)
 		release_held(rc);
+	// What the datagrams asked for leaves now: coalesced ACKs, the
+	// requests their ACKs let through, read responses.
+	if (total || rc->tx_work.load(std::memory_order_relaxed)) {
+		pthread_mutex_lock(&rc->lock);
+		tx_done(rc);
+		pthread_mutex_unlock(&rc->lock);
+	}
 	pthread_mutex_unlock(&rc->rx_lock);
 	return total;
 }
@@ -1362,28 +1624,44 @@ void *roce_rx_main(void *arg)
 	while (!rc->stop.load()) {
 		uint64_t now = now_ns();
 		uint64_t next = run_timers(rc);
-		int wait_ms = 50;
+		uint64_t wait_ns = 50000000;
 		if (next)
-			wait_ms = next <= now ? 0 : int(std::min<uint64_t>((next - now) / 1000000 + 1, 50));
-		// The socket is always watched here. An application thread that
-		// polls a CQ also reads it (roce_drain from poll_cq), but one that
-		// waits for data some other way (ib_write_lat spins on the buffer
-		// an RDMA WRITE fills) relies on this thread: the datagram that
-		// completes its wait must not sit in the socket until the thread's
-		// next timer. Whichever comes first takes rx_lock and drains; the
-		// other finds the socket empty.
-		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
+			wait_ns = next <= now ? 0 : std::min<uint64_t>(next - now, wait_ns);
 		if (rc->fault_held.load(std::memory_order_relaxed))
-			wait_ms = std::min(wait_ms, 1); // a datagram held back (inject)
-		int pr = poll(pf, 2, wait_ms);
+			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
+		// The socket is watched here unless an application thread polled a
+		// CQ of the device within kRoceAppPollNs: that thread reads the
+		// socket itself (roce_drain from poll_cq), and waking this one for
+		// every datagram would take a core from it. One that waits for
+		// data some other way (ib_write_lat spins on the buffer an RDMA
+		// WRITE fills) polls its CQ for its own request's ACK, which the
+		// peer sends behind its WRITE (send_ack); once it stops polling,
+		// this thread watches again within kRoceAppPollNs.
+		uint64_t app = rc->app_poll_ns.load(std::memory_order_relaxed);
+		bool app_reads = app && now - app < kRoceAppPollNs;
+		if (app_reads)
+			wait_ns = std::min<uint64_t>(wait_ns, app + kRoceAppPollNs - now);
+		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
+		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
+
+		int pr = ppoll(pf, app_reads ? 1 : 2, &ts, nullptr);
+
 		if (pr < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
 			break;
-		if ((pf[1].revents & POLLIN) || rc->fault_held.load(std::memory_order_relaxed))
+		if ((!app_reads && (pf[1].revents & POLLIN)) ||
+		    rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}
 	return nullptr;
+}
+
+void roce_flush_acks(RoceCtx *rc)
+{
+	if (rc->nacks)
+		ack_run(rc, now_ns(), true);
+	roce_flush(rc);
 }
 
 // ------------------------------------------------------------------ post_send
@@ -1396,11 +1674,11 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 		return EINVAL;
 	uint64_t len = sge_total(w);
 	uint32_t mtu = roce_mtu_bytes(rc->active_mtu);
-	PacketBuf pb;
+	uint8_t *pb = tx_slot(qp->ctx->roce);
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 	if (len > mtu)
 		st = IBV_WC_LOC_LEN_ERR;
-	else if (len && !gather(qp, w, 0, pb.payload(), uint32_t(len)))
+	else if (len && !gather(qp, w, 0, slot_payload(pb), uint32_t(len)))
 		st = IBV_WC_LOC_PROT_ERR;
 	if (st == IBV_WC_SUCCESS) {
 		Packet k;
@@ -1417,7 +1695,7 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 			k.imm = be32toh(w.imm);
 		struct sockaddr_in6 to;
 		to_sockaddr(rc, ah.grh.dgid, &to);
-		xmit_buf(rc, rc->gids[ah.grh.sgid_index].gid.raw, to, k, pb.b, uint32_t(len));
+		xmit_buf(rc, rc->gids[ah.grh.sgid_index].gid.raw, to, k, pb, uint32_t(len));
 	}
 	send_complete(qp, w, st, 0);
 	return 0;
@@ -1506,6 +1784,7 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 		sq_set_pending(qp, qp->sq_count + 1);
 	}
 	pump(qp);
+	tx_done(rc);
 	pthread_mutex_unlock(&rc->lock);
 	return err;
 }
@@ -1553,18 +1832,22 @@ void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state nex
 		r->deadline_ns = 0;
 		r->rnr_until_ns = 0;
 		r->in_send = r->in_write = false;
+		r->ack_pending = false;
 		break;
 	default:
 		break;
 	}
+	tx_done(rc);
 }
 
 void roce_qp_reset(SoftQp *qp)
 {
 	RoceQp *r = qp->roce;
 	RoceTx *tx = r->tx;
+	bool listed = r->ack_listed; // its slot stays in the list (ack_run)
 	*r = RoceQp{};
 	r->tx = tx;
+	r->ack_listed = listed;
 }
 
 } // namespace ovsoft

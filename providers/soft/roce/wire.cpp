@@ -1,6 +1,7 @@
 // RoCE v2 headers and ICRC (wire.h).
 #include "wire.h"
 
+#include <cstdint>
 #include <cstring>
 #include <zlib.h>
 
@@ -362,10 +363,63 @@ void icrc_write(uint8_t *at, uint32_t v)
 	at[3] = uint8_t(v >> 24);
 }
 
-bool icrc_check(const IpMeta &ip, const uint8_t *p, size_t n, bool *solved_id)
+namespace {
+
+// The 16 vectors an identification bit adds to the CRC of a datagram whose
+// identification is followed by k more bytes, reduced to an echelon basis
+// over GF(2) (basis[hb]: the vector whose highest set bit is hb, who[hb]:
+// the identification bits it is made of). The same k comes again and again
+// (a flow's packets have one size): one basis per thread is remembered.
+struct IdBasis {
+	size_t k = SIZE_MAX;
+	uint32_t basis[32];
+	uint32_t who[32];
+};
+
+const IdBasis &id_basis(size_t k)
+{
+	static thread_local IdBasis b;
+	if (b.k == k)
+		return b;
+	// The CRC of two messages of one length differs by the CRC (no initial
+	// value, no final inversion) of their difference: here the 16 bits of
+	// the identification, followed by k more bytes of the virtual message.
+	// Each bit's contribution is its 2-byte CRC moved k bytes along
+	// (multiplied by x^8k: zlib's crc32_combine_op with a zero second CRC).
+	uLong op = crc32_combine_gen(z_off_t(k));
+	static const uint8_t zero2[2] = {0, 0};
+	uLong c0 = crc32(0L, zero2, 2);
+	memset(b.basis, 0, sizeof(b.basis));
+	memset(b.who, 0, sizeof(b.who));
+	for (int bit = 0; bit < 16; bit++) {
+		uint8_t b2[2] = {uint8_t((1u << bit) >> 8), uint8_t(1u << bit)};
+		uLong raw = crc32(0L, b2, 2) ^ c0;
+		uint32_t v = uint32_t(crc32_combine_op(raw, 0, op)), w = 1u << bit;
+		// Gaussian elimination: reduce v by the basis so far.
+		for (int hb = 31; hb >= 0 && v; hb--) {
+			if (!(v >> hb & 1))
+				continue;
+			if (!b.basis[hb]) {
+				b.basis[hb] = v;
+				b.who[hb] = w;
+				break;
+			}
+			v ^= b.basis[hb];
+			w ^= b.who[hb];
+		}
+	}
+	b.k = k;
+	return b;
+}
+
+} // namespace
+
+bool icrc_check(const IpMeta &ip, const uint8_t *p, size_t n, bool *solved_id, uint16_t *id_out)
 {
 	if (solved_id)
 		*solved_id = false;
+	if (id_out)
+		*id_out = 0;
 	if (!p || n < kBthBytes + kIcrcBytes)
 		return false;
 	size_t body = n - kIcrcBytes;
@@ -381,59 +435,25 @@ bool icrc_check(const IpMeta &ip, const uint8_t *p, size_t n, bool *solved_id)
 		return true;
 	if (m.v6)
 		return false;
-	// The CRC of two messages of one length differs by the CRC (no initial
-	// value, no final inversion) of their difference: here the 16 bits of
-	// the identification, followed by k more bytes of the virtual message.
-	// Each bit's contribution is its 2-byte CRC moved k bytes along
-	// (multiplied by x^8k: zlib's crc32_combine_op with a zero second CRC).
-	uint32_t delta = got ^ want;
-	size_t k = hl + body - (id_at + 2);
-	uLong op = crc32_combine_gen(z_off_t(k));
-	static const uint8_t zero2[2] = {0, 0};
-	uLong c0 = crc32(0L, zero2, 2);
-	uint32_t vec[16], who[16];
-	for (int bit = 0; bit < 16; bit++) {
-		uint8_t b2[2] = {uint8_t((1u << bit) >> 8), uint8_t(1u << bit)};
-		uLong raw = crc32(0L, b2, 2) ^ c0;
-		vec[bit] = uint32_t(crc32_combine_op(raw, 0, op));
-		who[bit] = 1u << bit;
-	}
-	// Gaussian elimination over GF(2): reduce delta by the basis.
-	uint32_t id = 0;
-	int used = 0;
-	uint32_t basis[32] = {}, basis_who[32] = {};
-	for (int bit = 0; bit < 16; bit++) {
-		uint32_t v = vec[bit], w = who[bit];
-		for (int hb = 31; hb >= 0 && v; hb--) {
-			if (!(v >> hb & 1))
-				continue;
-			if (!basis[hb]) {
-				basis[hb] = v;
-				basis_who[hb] = w;
-				used++;
-				v = 0;
-				break;
-			}
-			v ^= basis[hb];
-			w ^= basis_who[hb];
-		}
-	}
-	(void)used;
-	uint32_t r = delta;
+	// Solve for the identification whose contribution is the difference:
+	// reduce it by the echelon basis. A difference the basis does not
+	// reach is damage; one it reaches is exactly the CRC with that
+	// identification (the CRC is affine in the message), so the CRC is not
+	// computed a second time.
+	const IdBasis &b = id_basis(hl + body - (id_at + 2));
+	uint32_t r = got ^ want, id = 0;
 	for (int hb = 31; hb >= 0; hb--) {
 		if (!(r >> hb & 1))
 			continue;
-		if (!basis[hb])
+		if (!b.basis[hb])
 			return false; // not reachable by any identification
-		r ^= basis[hb];
-		id ^= basis_who[hb];
+		r ^= b.basis[hb];
+		id ^= b.who[hb];
 	}
-	m.ip_id = uint16_t(id);
-	pseudo_header(m, body, h, &id_at);
-	if (crc_with(h, hl, p, body) != want)
-		return false;
 	if (solved_id)
 		*solved_id = true;
+	if (id_out)
+		*id_out = uint16_t(id);
 	return true;
 }
 

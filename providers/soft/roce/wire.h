@@ -225,7 +225,12 @@ void icrc_write(uint8_t *at, uint32_t icrc);
 // value is solved for (the CRC is linear in it): the check then spends 16 of
 // its 32 bits on finding it, so a damaged IPv4 packet goes unnoticed with
 // probability 2^-16 rather than 2^-32. *solved_id (if given) says whether
-// the second way was needed.
-bool icrc_check(const IpMeta &ip, const uint8_t *p, size_t n, bool *solved_id = nullptr);
+// the second way was needed, and *id (if given) receives the identification
+// the check found (0 when the first way matched). A sender's UDP GSO train
+// of Don't Fragment datagrams is cut by the kernel into datagrams numbered
+// 0, 1, 2, ... from the train's own identification (0 for an unconnected
+// socket), so a small solved value is what such a sender produces.
+bool icrc_check(const IpMeta &ip, const uint8_t *p, size_t n, bool *solved_id = nullptr,
+		uint16_t *id = nullptr);
 
 } // namespace ovroce
