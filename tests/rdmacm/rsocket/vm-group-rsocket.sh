@@ -16,10 +16,10 @@ port=7471
 
 # rcopy's server never exits: run it in the background, copy a file with the
 # client, compare, stop the server. The files live in the guest's tmpfs
-# (rcopy's server maps the destination; the 9p share cannot).
-rcopy_pair() {
-  local name=$1 srvpre=$2 clipre=$3 ip=$4 t0 log rc spid
-  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+# (rcopy's server maps the destination; the 9p share cannot). Sets rcopy_rc.
+rcopy_run() {
+  local name=$1 srvpre=$2 clipre=$3 ip=$4 log spid
+  log=$OV_LOGDIR/$name.log
   head -c 3000000 /dev/urandom >"/tmp/$name.src"
   rm -f "/tmp/$name.dst"
   port=$((port + 1))
@@ -30,20 +30,37 @@ rcopy_pair() {
   if ! ov_wait_listen cm "$spid"; then
     kill "$spid" 2>/dev/null; wait "$spid"
     cat "$log.server" >>"$log"; rm -f "$log.server"
-    ov_result FAIL "$name" "$t0" "(server never listened)"; return
+    echo "server never listened" >>"$log"
+    rcopy_rc=1; return
   fi
   echo "+ client: $clipre rcopy /tmp/$name.src $ip:/tmp/$name.dst -p $port" >>"$log"
   # shellcheck disable=SC2086
   timeout -k 5 "$OV_TEST_TIMEOUT" $clipre rcopy "/tmp/$name.src" \
-    "$ip:/tmp/$name.dst" -p $port >>"$log" 2>&1; rc=$?
+    "$ip:/tmp/$name.dst" -p $port >>"$log" 2>&1; rcopy_rc=$?
   sleep 0.5
   kill "$spid" 2>/dev/null; wait "$spid"
   cat "$log.server" >>"$log"; rm -f "$log.server"
-  if [ "$rc" = 0 ] && ! cmp "/tmp/$name.src" "/tmp/$name.dst" >>"$log" 2>&1; then
-    rc=1
+  if [ "$rcopy_rc" = 0 ] && ! cmp "/tmp/$name.src" "/tmp/$name.dst" >>"$log" 2>&1; then
+    rcopy_rc=1
   fi
   rm -f "/tmp/$name.src" "/tmp/$name.dst"
-  ov_check "$name" "$log" "$rc" "" "$t0"
+}
+
+# The copy, once more on siw when the client's rconnect failed with EINVAL:
+# siw's connection race under qemu below (Debian's library shows it too; a
+# CI run under load saw it in the baseline run, 2026-11-25).
+rcopy_pair() {
+  local name=$1 t0 log
+  log=$OV_LOGDIR/$name.log; t0=$(ov_now)
+  rcopy_run "$@"
+  if [ "$rcopy_rc" != 0 ] && [ "$dev" = siw ] &&
+     grep -q "rconnect failed" "$log" && grep -q "Invalid argument" "$log"; then
+    cp "$log" "$OV_LOGDIR/$name.first.log"
+    echo "$name: rconnect failed with EINVAL (siw race under qemu): run again" \
+      >>"$OV_LOGDIR/retries.log"
+    rcopy_run "$@"
+  fi
+  ov_check "$name" "$log" "$rcopy_rc" "" "$t0"
 }
 
 # Under qemu, siw sometimes fails a connection right after it was
