@@ -39,11 +39,13 @@ static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
 }
 
 // cq_push with the completion written in place by fill(struct ibv_wc &)
-// (the cell's ibv_wc, zeroed first); st is the status fill writes.
+// (the cell's ibv_wc, zeroed first); st is the status fill writes. tm: a
+// tag-matching receive that matched (wc_flags IBV_WC_TM_MATCH), whose tag
+// and app_ctx are written too.
 template <class Fill>
 static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
-			       enum ibv_wc_status st, Fill fill, uint64_t tm_tag = 0,
-			       uint32_t tm_priv = 0)
+			       enum ibv_wc_status st, Fill fill, bool tm = false,
+			       uint64_t tm_tag = 0, uint32_t tm_priv = 0)
 {
 	if (cq_slot >= kMaxCqs)
 		return EINVAL;
@@ -66,9 +68,13 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	fill(cc->wc);
 	cc->solicited = solicited;
 	cc->purged = 0; // the cell may hold a purged completion of its last turn
-	cc->tm_tag = tm_tag;
-	cc->tm_priv = tm_priv;
-	cc->ts = __atomic_load_n(&c.stamp, __ATOMIC_RELAXED) ? device_clock() : 0;
+	// The cell's second line only when it has something to say (CqeCell).
+	if (__builtin_expect(tm, 0)) {
+		cc->tm_tag = tm_tag;
+		cc->tm_priv = tm_priv;
+	}
+	if (__builtin_expect(__atomic_load_n(&c.stamp, __ATOMIC_RELAXED) != 0, 0))
+		cc->ts = device_clock();
 	ring_publish(r, cell, pos);
 	if (c.channel_fd < 0)
 		return 0; // no completion channel: no event to send
@@ -90,12 +96,22 @@ int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solici
 			    [&](struct ibv_wc &out) { out = wc; });
 }
 
+int cq_push_recv(Segment *seg, uint32_t cq_slot, uint64_t wr_id, enum ibv_wc_status st,
+		 uint32_t dqpn, const Msg &m)
+{
+	MapUse use; // the CQ ring may be a peer's mapping
+	return cq_push_fill(seg, cq_slot, m.solicited, st, [&](struct ibv_wc &out) {
+		recv_wc_fill(out, wr_id, st, dqpn, m);
+	});
+}
+
 int cq_push_tm(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, uint64_t tag,
 	       uint32_t priv)
 {
 	MapUse use;
 	return cq_push_fill(
-		seg, cq_slot, false, wc.status, [&](struct ibv_wc &out) { out = wc; }, tag, priv);
+		seg, cq_slot, false, wc.status, [&](struct ibv_wc &out) { out = wc; },
+		(wc.wc_flags & IBV_WC_TM_MATCH) != 0, tag, priv);
 }
 
 // The lane of a thread-domain CQ (with the ring) holds `capacity`

@@ -35,7 +35,7 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	uint32_t cap = next_pow2(uint32_t(cqe));
 	if (cap < 2)
 		cap = 2;
-	uint32_t cell = (8 + sizeof(CqeCell) + 7) & ~7u;
+	uint32_t cell = kCqeCellSize;
 	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
 	// The application's allocator is called before the device lock is taken.
 	int rc = ring_buf_alloc(allocator_of(ppd ? &ppd->pd : nullptr), OPENVERBS_SOFT_RES_CQ_RING,
@@ -399,11 +399,14 @@ static unsigned int ex_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.w
 static uint32_t ex_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.slid; }
 static uint8_t ex_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.sl; }
 static uint8_t ex_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc.dlid_path_bits; }
-// The tag and app_ctx of a tag-matching receive (zero on other completions).
+// The tag and app_ctx of a tag-matching receive that matched (zero on other
+// completions, whose cells do not carry them).
 static void ex_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *info)
 {
-	info->tag = ex_cq(c)->cur.tm_tag;
-	info->priv = ex_cq(c)->cur.tm_priv;
+	const CqeCell &cur = ex_cq(c)->cur;
+	bool match = cur.wc.wc_flags & IBV_WC_TM_MATCH;
+	info->tag = match ? cur.tm_tag : 0;
+	info->priv = match ? cur.tm_priv : 0;
 }
 
 static void cq_ex_setup(SoftCq *cq)

@@ -254,11 +254,52 @@ struct Msg {
 
 enum DeliverResult { DV_OK, DV_NO_WQE, DV_GONE, DV_LEN_ERR, DV_PROT_ERR };
 
+// The receive completion (status st) of message m on responder QP dqpn, in
+// wc (zeroed by the caller).
+static inline void recv_wc_fill(struct ibv_wc &wc, uint64_t wr_id, enum ibv_wc_status st,
+				uint32_t dqpn, const Msg &m)
+{
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = m.opcode;
+	wc.byte_len = st == IBV_WC_SUCCESS ? uint32_t(m.byte_len + (m.ud ? 40 : 0)) : 0;
+	wc.imm_data = m.imm;
+	wc.qp_num = dqpn;
+	wc.src_qp = m.src_qp;
+	wc.wc_flags = m.wc_flags | ((m.ud && m.grh) ? IBV_WC_GRH : 0);
+	wc.slid = m.slid;
+	wc.sl = m.sl;
+}
+// cq_push of that completion, written in place (completer.cpp).
+int cq_push_recv(Segment *seg, uint32_t cq_slot, uint64_t wr_id, enum ibv_wc_status st,
+		 uint32_t dqpn, const Msg &m);
+
 // Places message m into the next receive WQE of responder QP d (or of SRQ
 // xsrq) and completes it on the responder's CQ. connected: an error moves
 // d to the error state (RC, UC).
 DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq, const Msg &m,
 		      bool connected);
+// The fast message path's delivery (requester.cpp), in three steps so that
+// it can place the bytes itself when its cached checks hold:
+// take_recv_wqe pops the next receive WQE of a responder's own receive
+// ring into out and returns the number of its scatter entries that may be
+// used (0 for a damaged entry), UINT32_MAX when none is posted (nothing
+// taken); deliver_taken then does what deliver does with a taken WQE of
+// responder QP d (scatter, completion, error state), and complete_recv
+// writes the successful receive completion of m into d's receive CQ when
+// the caller placed the bytes itself.
+struct RecvWqeBuf {
+	alignas(8) uint8_t bytes[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
+	const RecvWqe &wqe() const { return *reinterpret_cast<const RecvWqe *>(bytes); }
+};
+uint32_t take_recv_wqe(RingHeader *ring, RecvWqeBuf &out);
+DeliverResult deliver_taken(Segment *seg, QpEntry &d, uint32_t dqpn, const RecvWqeBuf &w,
+			    uint32_t nsge, const Msg &m, bool connected);
+static inline void complete_recv(Segment *seg, const QpEntry &d, uint32_t dqpn, uint64_t wr_id,
+				 const Msg &m)
+{
+	cq_push_recv(seg, d.recv_cq - 1, wr_id, IBV_WC_SUCCESS, dqpn, m);
+}
 // Delivers qp->fin (a rendezvous' FIN, deliver_tm) into qp's own receive
 // queue: after the send completion of the request that asked for it.
 void send_fin(SoftQp *qp);

@@ -757,13 +757,15 @@ static void settle_first(SoftQp *qp, const SoftWr *w, ExecResult r)
 // Whenever a check fails or anything is unusual it declines, and the
 // general path runs the request and reports whatever is wrong.
 
-// Checks memory region `rkey` of the responder's device rseg for remote
-// writes and caches the result in qp->wcache. False: not cacheable (unknown
-// key, a window, no remote write, a peer region without a shareable memfd).
-static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uint32_t rkey)
+// Checks memory region `key` of the responder's device rseg for the access
+// rights `need` and caches the result in c (wcache: remote writes, rcache:
+// a receive buffer). False: not cacheable (unknown key, a window, a right
+// missing, on-demand paging, a peer region without a shareable memfd).
+static __attribute__((noinline)) bool region_cache_fill(SoftQp::RemoteWriteCache &c, Segment *rseg,
+							 uint32_t key, uint32_t need)
 {
 	KeySnap e;
-	if (!key_read(rseg, rkey, e) || e.kind != KEY_MR || !(e.access & IBV_ACCESS_REMOTE_WRITE) ||
+	if (!key_read(rseg, key, e) || e.kind != KEY_MR || (e.access & need) != need ||
 	    (e.access & IBV_ACCESS_ON_DEMAND))
 		return false;
 	// Read before mapping: a mapping replaced meanwhile makes it stale.
@@ -786,9 +788,20 @@ static __attribute__((noinline)) bool wcache_fill(SoftQp *qp, Segment *rseg, uin
 			return false;
 		delta = uintptr_t(map) + e.memfd_off - e.share_lo;
 	}
-	qp->wcache = SoftQp::RemoteWriteCache{e.entry, rseg,  e.seq,	    gen,	 lo, hi,
-					      delta,   rkey,  e.owner_pid, e.pd_id, my_pid()};
+	c = SoftQp::RemoteWriteCache{e.entry, rseg,	 e.seq,	   gen,	     lo,     hi,
+				     delta,   key,	 e.owner_pid, e.pd_id, my_pid(), e.owner};
 	return true;
+}
+
+// Whether c holds the checks of region `key` of device rseg (filling it
+// when not); false when it cannot be cached.
+static inline bool region_cached(SoftQp::RemoteWriteCache &c, Segment *rseg, uint32_t key,
+				 uint32_t need, int32_t me)
+{
+	return (c.entry && c.rkey == key && c.seg == rseg && c.my_pid == me &&
+		c.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
+		key_unchanged(c.entry, c.seq)) ||
+	       region_cache_fill(c, rseg, key, need);
 }
 
 // Checks my memory region `lkey` as a gather source of qp and caches the
@@ -857,12 +870,8 @@ static inline QpEntry *fast_responder(SoftQp *qp, int32_t me, Segment **rsegp)
 static inline uint8_t *fast_target(SoftQp *qp, const struct ibv_send_wr *wr, uint32_t len,
 				   int32_t me, Segment *rseg, const QpEntry &d)
 {
-	uint32_t rkey = wr->wr.rdma.rkey;
 	SoftQp::RemoteWriteCache &wc = qp->wcache;
-	if (!(wc.entry && wc.rkey == rkey && wc.seg == rseg && wc.my_pid == me &&
-	      wc.map_gen == g_peer_map_generation.load(std::memory_order_acquire) &&
-	      key_unchanged(wc.entry, wc.seq)) &&
-	    !wcache_fill(qp, rseg, rkey))
+	if (!region_cached(wc, rseg, wr->wr.rdma.rkey, IBV_ACCESS_REMOTE_WRITE, me))
 		return nullptr;
 	if (wc.owner_pid != d.owner_pid || (d.pd_id && wc.pd_id != d.pd_id) ||
 	    !(d.access & IBV_ACCESS_REMOTE_WRITE))
@@ -950,6 +959,25 @@ static __attribute__((noinline, cold)) void fast_settle(SoftQp *qp, const struct
 	settle_first(qp, w, x);
 }
 
+// Where len bytes of a message land in receive buffer sge of responder QP
+// d (of device rseg), checked as scatter checks a single scatter entry
+// (a region of d's process and PD, local write, the whole entry inside it)
+// with qp->rcache, and reachable through our mapping; nullptr when the
+// general delivery must place them (it also reports what is wrong).
+static inline uint8_t *fast_recv_target(SoftQp *qp, const struct ibv_sge &sge, uint32_t len,
+					int32_t me, Segment *rseg, const QpEntry &d)
+{
+	SoftQp::RemoteWriteCache &rc = qp->rcache;
+	if (!sge.length || len > sge.length ||
+	    !region_cached(rc, rseg, sge.lkey, IBV_ACCESS_LOCAL_WRITE, me))
+		return nullptr;
+	if (rc.owner != d.owner || rc.owner_pid != d.owner_pid || (d.pd_id && rc.pd_id != d.pd_id))
+		return nullptr;
+	if (sge.addr - rc.lo > rc.hi - rc.lo || sge.length > rc.hi - sge.addr)
+		return nullptr;
+	return reinterpret_cast<uint8_t *>(uintptr_t(sge.addr + rc.delta));
+}
+
 // Executes wr, a SEND, SEND with immediate or RDMA WRITE with immediate
 // (see above; the caller holds the send-queue guard and checked the
 // request's shape). Returns 0 when done (or settled), -1 to leave it to the
@@ -964,24 +992,29 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 		return -1; // SRQs (and what they carry) take the general path
 	QpEntry &d = *dp;
 	bool rc = qp->type != IBV_QPT_UC;
+	bool imm_write = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	uint8_t *dst = nullptr;
+	if (imm_write && !(dst = fast_target(qp, wr, len, me, rseg, d)))
+		return -1;
+	RingHeader *ring = rseg->ring(d.rq_ring);
+	if (!ring)
+		return -1; // the general path retries
+	// A receive WQE before any byte moves (RNR otherwise: general path).
+	RecvWqeBuf w;
+	uint32_t nsge = take_recv_wqe(ring, w);
+	if (nsge == UINT32_MAX)
+		return -1;
 	Msg m = {};
 	m.src_qp = qp->qpn;
 	m.slid = device_lid(qp->ctx->index);
 	m.sl = qp->attr.ah_attr.sl;
 	m.solicited = wr->send_flags & IBV_SEND_SOLICITED;
 	m.imm = wr->imm_data;
+	m.byte_len = len;
 	struct iovec v = {const_cast<uint8_t *>(src), len};
 	enum ibv_wc_opcode op;
-	if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		uint8_t *dst = fast_target(qp, wr, len, me, rseg, d);
-		if (!dst)
-			return -1;
-		// A receive WQE before any byte moves (RNR otherwise: general path).
-		RingHeader *ring = rseg->ring(d.rq_ring);
-		if (!ring || !ring_count(ring))
-			return -1;
+	if (imm_write) {
 		copy_payload(dst, src, len);
-		m.byte_len = len;
 		m.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
 		m.wc_flags = IBV_WC_WITH_IMM;
 		op = IBV_WC_RDMA_WRITE;
@@ -989,20 +1022,28 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 		m.src = &v;
 		m.nsrc = 1;
 		m.len = len;
-		m.byte_len = len;
 		m.opcode = IBV_WC_RECV;
 		m.req = qp;
 		if (wr->opcode == IBV_WR_SEND_WITH_IMM)
 			m.wc_flags = IBV_WC_WITH_IMM;
 		op = IBV_WC_SEND;
 	}
-	DeliverResult r = deliver(rseg, d, qp->attr.dest_qp_num, nullptr, m, rc);
+	// One scatter entry the cached checks hold for: the bytes go straight
+	// there; anything else is placed (and checked) as deliver places it.
+	const RecvWqe &wqe = w.wqe();
+	uint8_t *rdst = nsge == 1 ? fast_recv_target(qp, wqe.sge[0], uint32_t(m.len), me, rseg, d)
+				  : nullptr;
+	DeliverResult r = DV_OK;
+	if (rdst) {
+		copy_payload(rdst, src, m.len);
+		complete_recv(rseg, d, qp->attr.dest_qp_num, wqe.wr_id, m);
+	} else {
+		r = deliver_taken(rseg, d, qp->attr.dest_qp_num, w, nsge, m, rc);
+	}
 	if (__builtin_expect(r == DV_OK, 1)) {
 		complete_send(qp, wr->wr_id, wr->send_flags, op, IBV_WC_SUCCESS, 0);
 		return 0;
 	}
-	if (r == DV_NO_WQE && op == IBV_WC_SEND)
-		return -1; // nothing taken: the general path handles the RNR
 	fast_settle(qp, wr, r);
 	return 0;
 }

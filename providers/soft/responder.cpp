@@ -113,16 +113,7 @@ static enum ibv_wc_status scatter(Segment *seg, const RecvOwner &o, const struct
 static struct ibv_wc recv_wc(uint64_t wr_id, enum ibv_wc_status st, uint32_t dqpn, const Msg &m)
 {
 	struct ibv_wc wc = {};
-	wc.wr_id = wr_id;
-	wc.status = st;
-	wc.opcode = m.opcode;
-	wc.byte_len = st == IBV_WC_SUCCESS ? uint32_t(m.byte_len + (m.ud ? 40 : 0)) : 0;
-	wc.imm_data = m.imm;
-	wc.qp_num = dqpn;
-	wc.src_qp = m.src_qp;
-	wc.wc_flags = m.wc_flags | ((m.ud && m.grh) ? IBV_WC_GRH : 0);
-	wc.slid = m.slid;
-	wc.sl = m.sl;
+	recv_wc_fill(wc, wr_id, st, dqpn, m);
 	return wc;
 }
 
@@ -138,6 +129,11 @@ static DeliverResult recv_failed(QpEntry &d, enum ibv_wc_status st, bool connect
 	return st == IBV_WC_LOC_LEN_ERR ? DV_LEN_ERR : DV_PROT_ERR;
 }
 
+static uint32_t wqe_sges(const RecvWqe &w, const RingHeader *ring);
+static DeliverResult place_wqe(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *srq,
+			       uint32_t cq_slot, const RecvWqe &w, uint32_t nsge, const Msg &m,
+			       bool connected);
+
 // Places m into the next receive WQE of the ring of d or of srq (non-null:
 // completions go to cq_slot) and completes it.
 static DeliverResult deliver_wqe(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *srq,
@@ -152,19 +148,47 @@ static DeliverResult deliver_wqe(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEnt
 	if (srq)
 		srq_limit_check(seg, *srq, ring);
 	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
-	uint32_t nsge = wqe->num_sge;
+	return place_wqe(seg, d, dqpn, srq, cq_slot, *wqe, wqe_sges(*wqe, ring), m, connected);
+}
+
+// The scatter entries of receive WQE w taken from ring: num_sge, or 0 when
+// more than its cells hold (a damaged entry: treated as an empty list).
+static uint32_t wqe_sges(const RecvWqe &w, const RingHeader *ring)
+{
+	uint32_t nsge = w.num_sge;
 	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
-	if (nsge > fit || nsge > kMaxSge)
-		nsge = 0; // damaged entry: treated as an empty buffer list
+	return nsge > fit || nsge > kMaxSge ? 0 : nsge;
+}
+
+// Places m into receive WQE w (taken from the ring of d or of srq; its
+// first nsge scatter entries) and completes it on cq_slot.
+static DeliverResult place_wqe(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *srq,
+			       uint32_t cq_slot, const RecvWqe &w, uint32_t nsge, const Msg &m,
+			       bool connected)
+{
 	RecvOwner o = srq ? RecvOwner{srq->owner_pid, srq->owner, srq->pd_id}
 			  : RecvOwner{d.owner_pid, d.owner, d.pd_id};
 	bool gone;
-	enum ibv_wc_status st = scatter(seg, o, wqe->sge, nsge, m, &gone);
+	enum ibv_wc_status st = scatter(seg, o, w.sge, nsge, m, &gone);
 	if (gone)
 		return DV_GONE;
-	cq_push(seg, cq_slot, recv_wc(wqe->wr_id, st, dqpn, m), m.solicited);
+	cq_push_recv(seg, cq_slot, w.wr_id, st, dqpn, m);
 	return st == IBV_WC_SUCCESS ? DV_OK : recv_failed(d, st, connected);
 }
+
+uint32_t take_recv_wqe(RingHeader *ring, RecvWqeBuf &out)
+{
+	if (!ring_pop(ring, out.bytes, sizeof(out.bytes)))
+		return UINT32_MAX;
+	return wqe_sges(out.wqe(), ring);
+}
+
+DeliverResult deliver_taken(Segment *seg, QpEntry &d, uint32_t dqpn, const RecvWqeBuf &w,
+			    uint32_t nsge, const Msg &m, bool connected)
+{
+	return place_wqe(seg, d, dqpn, nullptr, d.recv_cq - 1, w.wqe(), nsge, m, connected);
+}
+
 
 TmList *tm_list(Segment *seg, const SrqEntry &s)
 {

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 12;
+inline constexpr uint32_t kLayoutVersion = 13;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -302,6 +302,11 @@ struct RecvWqe {
 };
 
 // Completion as kept in a CQ ring (an ibv_wc plus flags only we need).
+// Cells are kCqeCellSize bytes, whole cache lines: the cell's sequence
+// number, the ibv_wc and the two flags fill its first line, the only one a
+// completion writes and a poll reads on the common path; ts and the
+// tag-matching fields, in the second line, are written only when they have
+// a meaning (a CQ that stamps, a tag-matching receive) and read only then.
 struct CqeCell {
 	struct ibv_wc wc;
 	uint32_t solicited;
@@ -310,14 +315,18 @@ struct CqeCell {
 	// to RESET: cq_purge_qp in qp.cpp); polls skip such cells.
 	uint32_t purged;
 	// The device clock (clock.cpp) when the completion was written, on CQs
-	// whose CqEntry::stamp is set; 0 otherwise.
+	// whose CqEntry::stamp is set (left as it was otherwise).
 	uint64_t ts;
 	// Tag matching (ibv_wc_read_tm_info): the message's tag and the
-	// TMH's app_ctx, on the receives of a TM SRQ that matched; else 0.
+	// TMH's app_ctx, on the receives of a TM SRQ that matched (wc_flags
+	// has IBV_WC_TM_MATCH; left as they were otherwise).
 	uint64_t tm_tag;
 	uint32_t tm_priv;
 	uint32_t pad;
 };
+inline constexpr uint32_t kCqeCellSize = 128;
+static_assert(8 + offsetof(CqeCell, ts) == 64 && 8 + sizeof(CqeCell) <= kCqeCellSize,
+	      "a completion's common fields fill the first cache line of its cell");
 
 struct Segment {
 	SegmentHeader *hdr = nullptr;

@@ -343,11 +343,13 @@ struct SoftQp {
 		int32_t fd;
 		uint32_t ino;
 	} peer;
-	// fast_write's checks (requester.cpp; under the send-queue guard), kept
-	// for the last memory region it wrote to and the last it read from.
-	// A cached check holds while the region's entry keeps the sequence
-	// value it was read at (MrEntry::seq, keys.h); entry nullptr: nothing
-	// cached.
+	// The fast paths' checks (requester.cpp; under the send-queue guard),
+	// kept for the last memory region an RDMA WRITE went to (wcache), the
+	// last receive buffer a message went to (rcache: the responder's
+	// region, checked for local writes) and the last region a request read
+	// from (lcache). A cached check holds while the region's entry keeps
+	// the sequence value it was read at (MrEntry::seq, keys.h); entry
+	// nullptr: nothing cached.
 	struct RemoteWriteCache {
 		const MrEntry *entry; // in seg, the responder's device segment
 		Segment *seg;
@@ -355,11 +357,12 @@ struct SoftQp {
 		uint64_t map_gen;     // g_peer_map_generation when mapped (peer regions)
 		uint64_t lo, hi;      // addresses (iova) reachable through delta
 		uint64_t delta;       // our pointer to iova x is x + delta
-		uint32_t rkey;
+		uint32_t rkey;        // the key (rkey or, in rcache, lkey)
 		int32_t owner_pid;
 		uint32_t pd_id;
 		int32_t my_pid;       // who filled it (a forked child fills its own)
-	} wcache;
+		uint32_t owner;       // the owner's process slot
+	} wcache, rcache;
 	struct LocalSrcCache {
 		const MrEntry *entry; // in ctx->seg
 		uint64_t seq;

@@ -8,9 +8,10 @@ namespace ovsoft {
 RecvGeometry recv_geometry(uint32_t depth, uint32_t max_sge)
 {
 	uint32_t cap = next_pow2(depth ? depth : 1);
-	uint32_t cell = (8 + sizeof(RecvWqe) + max_sge * sizeof(struct ibv_sge) + 7) & ~7u;
-	if (cell < 32)
-		cell = 32;
+	// Whole cache lines (the rings start on one): a WQE's sequence number
+	// and its scatter list are written and read as one line or a few,
+	// none shared with the next WQE.
+	uint32_t cell = (8 + sizeof(RecvWqe) + max_sge * sizeof(struct ibv_sge) + 63) & ~63u;
 	return RecvGeometry{cap, cell};
 }
 
