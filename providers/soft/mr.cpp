@@ -215,6 +215,96 @@ static void pool_drop(int i, uint64_t off, uint64_t n, bool release)
 		pool_close(i); // its pages go with the file
 }
 
+// Spare pages: a small range's new pages at registration (pool pages) and
+// at deregistration (private anonymous pages) are cut from a spare mapping
+// made for kSpareBytes at a time and populated (MAP_POPULATE), so no call
+// allocates them one range at a time. Registration copies the bytes into the
+// shared spare with plain stores (no pwrite) and maps those pages of the
+// pool over the range (MAP_FIXED: they hold every byte before they replace
+// it); the spare keeps its own mapping of them, unused, until it is dropped
+// (a hole punched in the pool unmaps that too). Deregistration moves the
+// anonymous spare's pages into place (replace_range's mremap). The shared
+// spare maps offsets of the current pool (taken from it as one range; each
+// range cut from it counts as a range of its own). g_share_lock held. A
+// fork() child unmaps the parent's spares first thing (the shared one maps
+// the parent's file).
+struct Spare {
+	uint8_t *base = nullptr; // the mapping (nullptr: none)
+	uint8_t *p = nullptr;    // next unused byte
+	size_t left = 0;         // bytes from p
+	int pool = -1;           // shared spare: its pool and the file offset of p
+	uint64_t off = 0;
+};
+constexpr size_t kSpareBytes = size_t(128) << 10;
+constexpr size_t kSpareMax = size_t(16) << 10; // larger ranges map their own pages
+static Spare g_spare_file, g_spare_anon;
+
+// Unmaps spare s (the anonymous spare: what is left of it, the rest was
+// moved away); `give_back`: the unused pool pages of the shared spare are
+// given back and its range dropped (not in a fork() child, whose pools are
+// the parent's).
+static void spare_drop(Spare &s, bool give_back)
+{
+	if (s.base && s.pool >= 0)
+		sys_munmap(s.base, kSpareBytes);
+	else if (s.base && s.left)
+		sys_munmap(s.p, s.left);
+	if (give_back && s.pool >= 0)
+		pool_drop(s.pool, s.off, s.left, s.left != 0);
+	s = Spare{};
+}
+
+// n bytes (whole pages, at most kSpareMax) of populated private anonymous
+// memory from the anonymous spare; nullptr when none can be mapped.
+static uint8_t *spare_anon_take(size_t n)
+{
+	Spare &s = g_spare_anon;
+	if (s.left < n) {
+		spare_drop(s, false);
+		void *p = sys_mmap(nullptr, kSpareBytes, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (p == MAP_FAILED)
+			return nullptr;
+		s.base = s.p = static_cast<uint8_t *>(p);
+		s.left = kSpareBytes;
+	}
+	uint8_t *r = s.p;
+	s.p += n;
+	s.left -= n;
+	return r;
+}
+
+// n bytes (whole pages, at most kSpareMax) of populated pool pages, a range
+// of their own in pool *pool at file offset *off: the shared spare's
+// mapping of them (never unmapped alone), or nullptr when none can be had.
+static uint8_t *spare_file_take(size_t n, int *pool, uint64_t *off)
+{
+	Spare &s = g_spare_file;
+	if (s.left < n) {
+		spare_drop(s, true);
+		uint64_t o = 0;
+		int i = pool_take(kSpareBytes, &o);
+		if (i < 0)
+			return nullptr;
+		void *p = sys_mmap(nullptr, kSpareBytes, PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_POPULATE, g_pools[i].fd, off_t(o));
+		if (p == MAP_FAILED) {
+			pool_drop(i, o, kSpareBytes, true);
+			return nullptr;
+		}
+		auto *b = static_cast<uint8_t *>(p);
+		s = Spare{b, b, kSpareBytes, i, o};
+	}
+	uint8_t *r = s.p;
+	*pool = s.pool;
+	*off = s.off;
+	g_pools[s.pool].ranges++;
+	s.p += n;
+	s.off += n;
+	s.left -= n;
+	return r;
+}
+
 // /proc/self/maps of this process, kept open for PROCMAP_QUERY (-1: not
 // opened yet; reopened in a child, whose maps are its own).
 static int g_maps_fd = -1;
@@ -515,9 +605,12 @@ static Privatized privatize(uintptr_t start, uintptr_t end, uint32_t ino, uint64
 	}
 	size_t len = end - start;
 	// The private pages allocated before the fence, in the same call (not
-	// one page fault per page during the copy).
-	void *p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	// one page fault per page during the copy); a small range's from the
+	// spare.
+	void *p = len <= kSpareMax ? spare_anon_take(len) : nullptr;
+	if (!p)
+		p = sys_mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
 		return PRIV_FAILED;
 	bool ok = replace_range(start, len, true, alone, [&](void *at) {
@@ -622,12 +715,19 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 	if (freeslot >= 0 && pe - ps <= share_max() && anon_private_rw(ps, pe)) {
 		size_t n = pe - ps;
 		uint64_t off = 0;
-		int pool = n <= kPoolRange ? pool_take(n, &off) : -1;
+		int pool = -1;
+		// A small range: pool pages of the spare, filled with plain
+		// stores and moved into place.
+		uint8_t *spare = n <= kSpareMax ? spare_file_take(n, &pool, &off) : nullptr;
+		if (!spare && n <= kPoolRange)
+			pool = pool_take(n, &off);
 		int fd = pool >= 0 ? g_pools[pool].fd : sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
-		bool ok = fd >= 0 && replace_range(ps, n, false, false, [&](void *at) {
+		bool ok = fd >= 0 && replace_range(ps, n, false, false, [&](void *at) -> void * {
 			// The file holds every byte before its mapping replaces
 			// the range (in one call: no window without a mapping).
-			if (!fill_file(fd, at, n, off))
+			if (spare)
+				copy_pages(spare, at, n);
+			else if (!fill_file(fd, at, n, off))
 				return MAP_FAILED;
 			return sys_mmap(at, n, PROT_READ | PROT_WRITE,
 					MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, off_t(off));
@@ -718,7 +818,10 @@ static void share_atfork_parent()
 static void share_atfork_child()
 {
 	// The files are the parent's too: the child gives back no page of
-	// them, it only closes its descriptors.
+	// them, it only closes its descriptors (and unmaps the spares: the
+	// shared one maps the parent's pool, never to be used here).
+	spare_drop(g_spare_file, false);
+	spare_drop(g_spare_anon, false);
 	for (auto &r : g_shared)
 		if (r.refs) {
 			privatize(r.start, r.end, r.ino, r.off, true);
@@ -755,6 +858,8 @@ static void share_atfork_child()
 void share_caches_close()
 {
 	pthread_mutex_lock(&g_share_lock);
+	spare_drop(g_spare_file, true);
+	spare_drop(g_spare_anon, false);
 	for (int i = 0; i < int(sizeof(g_pools) / sizeof(g_pools[0])); i++) {
 		if (g_pools[i].fd >= 0 && !g_pools[i].ranges)
 			pool_close(i);
