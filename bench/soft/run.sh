@@ -10,7 +10,10 @@
 #     UCX_TLS=posix,self, Debian's libraries): ucp_put_lat 8 B, ucp_put_bw.
 #   - qperf (Debian's) on soft0, polling (-cp1): rc_lat and
 #     rc_rdma_write_lat (1 B, qperf's default), in the same rounds as
-#     ib_write_lat;
+#     ib_write_lat, which runs just before and just after qperf: its
+#     anchor is the mean t_avg of the two, and a round whose two differ
+#     by more than 1.5x (the host changed latency mode during the round:
+#     it is bimodal) is printed but left out of the qperf ratios;
 #   - ibv_reg_mr + ibv_dereg_mr on soft0 of touched private memory
 #     (soft_reg_cost: median pair), 1 GiB and 4 KiB.
 # Targets (issue 4): write_lat <= 1.0 us, send/read_lat <= 1.5 us,
@@ -76,13 +79,14 @@ mc1m=$("$B/bin/soft_memcpy_bw" 1048576 | cut -d' ' -f2)
 # both met the same machine), median over the rounds; the ratio of the
 # fastest run of each side (best of rounds) is printed for information.
 med() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-wls= sls= rls= uls= qls= qwls= was=
+wls= sls= rls= uls= qls= qwls= was= was2=
 r=0
 while [ $r -lt "$ROUNDS" ]; do
   pair "$tmp/wl" ib_write_lat -s 8 -n "$ITERS"
   qperf_pair "$tmp/ql" rc_lat rc_rdma_write_lat
+  pair "$tmp/wl2" ib_write_lat -s 8 -n "$ITERS"
   qls="$qls $(qperf_lat "$tmp/ql" rc_lat)"; qwls="$qwls $(qperf_lat "$tmp/ql" rc_rdma_write_lat)"
-  was="$was $(avg "$tmp/wl")"
+  was="$was $(avg "$tmp/wl")"; was2="$was2 $(avg "$tmp/wl2")"
   ucx_pair "$tmp/ul" -t ucp_put_lat -s 8 -n 100000
   pair "$tmp/sl" ib_send_lat -s 8 -n "$ITERS"
   pair "$tmp/rl" ib_read_lat -s 8 -n "$ITERS"
@@ -106,23 +110,35 @@ wb64=$(bw "$tmp/wb64"); wb1m=$(bw "$tmp/wb1m")
 ub64=$(ucx_bw "$tmp/ub64"); ub1m=$(ucx_bw "$tmp/ub1m")
 ql=$(echo "$qls" | med); qwl=$(echo "$qwls" | med)
 echo "latency rounds (us): ib_write_lat$wls | UCX put_lat$uls | ib_send_lat$sls | ib_read_lat$rls"
-echo "qperf rounds (us, mean of the run): rc_lat$qls | rc_rdma_write_lat$qwls | ib_write_lat t_avg$was"
-for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m ql qwl reg1g reg4k; do
+echo "qperf rounds (us, mean of the run): rc_lat$qls | rc_rdma_write_lat$qwls | ib_write_lat t_avg before$was | after$was2"
+for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m ql qwl reg1g reg4k was2; do
   eval "x=\${$v}"; [ -n "$x" ] || { echo "missing result: $v (logs in $tmp)"; cat "$tmp"/*; trap - EXIT; exit 1; }
 done
 python3 - "$wl" "$sl" "$rl" "$wb64" "$wb1m" "$ul" "$ub64" "$ub1m" "$mc64" "$mc1m" "$wls" "$uls" \
-  "$ql" "$qwl" "$reg1g" "$reg4k" "$qls" "$qwls" "$was" <<'PY'
+  "$ql" "$qwl" "$reg1g" "$reg4k" "$qls" "$qwls" "$was" "$was2" <<'PY'
 import statistics, sys
 wl, sl, rl, wb64, wb1m, ul, ub64, ub1m, mc64, mc1m = map(float, sys.argv[1:11])
 ql, qwl, reg1g, reg4k = map(float, sys.argv[13:17])
 # qperf against ib_write_lat: the ratio of each round, median. qperf
 # reports the mean latency of its run, so it is judged against perftest's
-# mean (t_avg) of the same round; against perftest's t_typical (median,
-# which leaves out the scheduling stalls of a loaded host) for information.
+# mean (t_avg) of the same round, run just before and just after qperf
+# (the mean of the two); rounds whose two anchors differ by more than 1.5x
+# met two machine states and are left out (all are kept if none is left).
+# Against perftest's t_typical (median, which leaves out the scheduling
+# stalls of a loaded host) for information.
+before, after = [float(x) for x in sys.argv[19].split()], [float(x) for x in sys.argv[20].split()]
+anchor = [(a + b) / 2 for a, b in zip(before, after)]
+steady = [max(a, b) <= 1.5 * min(a, b) for a, b in zip(before, after)]
+if not any(steady):
+    steady = [True] * len(anchor)
 def per_round(ours, anchor):
-    return statistics.median(float(a) / float(b) for a, b in zip(ours.split(), anchor.split()))
-qr, qwr = per_round(sys.argv[17], sys.argv[19]), per_round(sys.argv[18], sys.argv[19])
-qr_t, qwr_t = per_round(sys.argv[17], sys.argv[11]), per_round(sys.argv[18], sys.argv[11])
+    return statistics.median(float(a) / float(b) for a, b, k in zip(ours.split(), anchor, steady) if k)
+qr, qwr = per_round(sys.argv[17], anchor), per_round(sys.argv[18], anchor)
+typ = [float(x) for x in sys.argv[11].split()]
+qr_t, qwr_t = per_round(sys.argv[17], typ), per_round(sys.argv[18], typ)
+print("qperf / ib_write_lat per round (rc_lat, rc_rdma_write_lat; * = anchors disagree, left out): " +
+      " ".join("%.2f,%.2f%s" % (float(q) / a, float(w) / a, "" if k else "*")
+               for q, w, a, k in zip(sys.argv[17].split(), sys.argv[18].split(), anchor, steady)))
 # Latency against UCX: the ratio of each round (ours and UCX ran back to
 # back), median over the rounds.
 ratios = [float(a) / float(b) for a, b in zip(sys.argv[11].split(), sys.argv[12].split())]
