@@ -23,6 +23,7 @@
 #include <mutex>
 #include <net/if.h>
 #include <new>
+#include <pthread.h>
 #include <random>
 #include <string>
 #include <sys/epoll.h>
@@ -78,15 +79,15 @@ enum class St {
 struct SoftId;
 class Source;
 struct Gsi;
+struct Link;
 
 // What an epoll key names. Keys are looked up under the lock, so an entry
 // removed meanwhile by another thread is simply not found.
 struct Item {
-	enum Kind { listen, conn, pending, timer, event, qp1 } kind;
-	SoftId *id = nullptr;       // listen, conn
-	Gsi *gsi = nullptr;         // gsi
-	int fd = -1;                // pending
-	SoftId *listener = nullptr; // pending
+	enum Kind { listen, peer, timer, event, qp1 } kind;
+	SoftId *id = nullptr; // listen
+	Link *link = nullptr; // peer (a link)
+	Gsi *gsi = nullptr;   // qp1
 	Source *src = nullptr;
 };
 
@@ -115,8 +116,8 @@ struct SoftId {
 	uint64_t lkey = 0;
 	std::string path;
 	ino_t path_ino = 0;
-	int cfd = -1; // connection socket
-	uint64_t ckey = 0;
+	Link *link = nullptr; // the link the connection runs on, while it does
+	uint32_t conn = 0;    // its number there
 	uint64_t deadline = 0;
 	uint32_t psn = 0;   // our send PSN
 	Message peer;       // the peer's REQ or REP
@@ -156,6 +157,7 @@ std::atomic<uint64_t> g_foreign{0};
 class Source : public EventSource {
 public:
 	int epfd = -1, evfd = -1, tfd = -1;
+	pid_t pid = 0; // the process that made it (a fork child shares its epoll set)
 	uint64_t armed = 0; // the deadline the timerfd is set to (0: none)
 	// The eventfd holds a count (the channel fd is readable for `ready`).
 	// While next() runs the CM for a reader (dispatching), events it makes
@@ -391,8 +393,10 @@ bool kernel_owns(const sockaddr *sa)
 	std::lock_guard<std::mutex> g(g_ndevs_lock);
 	if (g_own_ndevs.has(false, ndev))
 		return true;
-	if (g_own_ndevs.names.empty() || !has_lower(ndev))
-		return false; // no kernel RDMA device with a network device, or not stacked
+	// No kernel RDMA device with a network device, or the address's device
+	// is not stacked (loopback never is: no sysfs walk per bind and resolve).
+	if (g_own_ndevs.names.empty() || ndev == "lo" || !has_lower(ndev))
+		return false;
 	return g_all_ndevs.has(true, ndev);
 }
 
@@ -777,6 +781,275 @@ int bind_path(const std::string &dir, const std::string &path, int &fd_out, ino_
 	return 0;
 }
 
+// ------------------------------------------------------------------ links
+// A link is one UNIX connection between this process and a peer process,
+// made to one of the peer's listener sockets, that carries one CM connection
+// at a time and is kept for the next (src/DESIGN.md, "Transport"): the side
+// that connected it numbers the connections (Message::conn), both sides find
+// a connection by its number. A connect costs a stat of the listener's socket
+// and one record instead of a socket, a connect and an accept. EOF on a link
+// is the peer process's death. Its fd is in the epoll set of one event
+// source: its connection's (idle: its listener's; one we made, none).
+
+std::atomic<pid_t> g_pid{0}; // cached getpid(), cleared in a fork child
+
+pid_t self_pid()
+{
+	pid_t p = g_pid.load(std::memory_order_relaxed);
+	if (!p) {
+		p = getpid();
+		g_pid.store(p, std::memory_order_relaxed);
+	}
+	return p;
+}
+
+std::vector<Source *> g_sources; // every event source, for the QP1 fds
+
+struct Link {
+	int fd = -1;
+	pid_t pid = 0;       // the process that made it: a fork child never uses its parent's
+	bool active = false; // we connected it (we number its connections)
+	bool stale = false;  // active: the listener's socket was replaced or removed
+	std::string path;    // active: the listener socket it was made to
+	ino_t ino = 0;       // active: that socket's inode then
+	SoftId *listener = nullptr; // passive: the listener that accepted it, while it lives
+	uint32_t next_conn = 0;     // active: the last number given
+	std::unordered_map<uint32_t, SoftId *> conns;
+	Source *watcher = nullptr; // the one source whose epoll set has it
+	uint64_t key = 0;          // its key there
+	// Records the socket had no room for (the peer is not reading), sent in
+	// order when it is writable again (EPOLLOUT while this is not empty).
+	std::deque<std::vector<uint8_t>> out;
+};
+// Never destroyed: links stay open until the process ends (kept for the
+// next connect), and stay reachable for leak checkers.
+std::vector<Link *> &g_links = *new std::vector<Link *>;
+
+bool mine(const Link *l) { return l->pid == self_pid(); }
+
+void link_events(Link *l, uint32_t events)
+{
+	if (!l->watcher)
+		return;
+	epoll_event ev{};
+	ev.events = events;
+	ev.data.u64 = l->key;
+	epoll_ctl(l->watcher->epfd, EPOLL_CTL_MOD, l->fd, &ev);
+}
+
+// Moves the link into the epoll set of `src` (a source of this process),
+// out of the one that had it: at most one source watches a link, the one of
+// the connection on it (idle: the listener's; one we made, none), so a
+// channel's fd is readable only for its own connections.
+void link_watch(Source *src, Link *l)
+{
+	if (src->pid != l->pid || l->watcher == src)
+		return;
+	Item it{Item::peer};
+	it.link = l;
+	uint64_t key = add_item(src, l->fd, it); // (may throw: nothing changed)
+	if (l->watcher) {
+		g_items.erase(l->key);
+		epoll_ctl(l->watcher->epfd, EPOLL_CTL_DEL, l->fd, nullptr);
+	}
+	l->watcher = src;
+	l->key = key;
+	if (!l->out.empty())
+		link_events(l, EPOLLIN | EPOLLOUT);
+}
+
+// A new link on a connected socket, watched by `src`.
+Link *link_new(int fd, bool active, Source *src)
+{
+	auto *l = new (std::nothrow) Link;
+	if (!l) {
+		close(fd);
+		return nullptr;
+	}
+	l->fd = fd;
+	l->pid = self_pid();
+	l->active = active;
+	try {
+		g_links.push_back(l);
+		link_watch(src, l);
+	} catch (...) {
+		if (!g_links.empty() && g_links.back() == l)
+			g_links.pop_back();
+		close(fd);
+		delete l;
+		return nullptr;
+	}
+	return l;
+}
+
+// An idle link we made leaves its source's set (nothing sent waits in it):
+// its peer's exit must not make a channel readable with no event. A stray
+// record or the EOF is read when the link is taken again.
+void link_unwatch_idle(Link *l)
+{
+	if (!l->active || !l->conns.empty() || !l->out.empty() || !l->watcher || !mine(l))
+		return;
+	g_items.erase(l->key);
+	epoll_ctl(l->watcher->epfd, EPOLL_CTL_DEL, l->fd, nullptr);
+	l->watcher = nullptr;
+	l->key = 0;
+}
+
+// Closes a link that carries no connection any more.
+void link_close(Link *l)
+{
+	if (l->watcher) {
+		g_items.erase(l->key);
+		if (mine(l))
+			epoll_ctl(l->watcher->epfd, EPOLL_CTL_DEL, l->fd, nullptr);
+	}
+	close(l->fd);
+	g_links.erase(std::find(g_links.begin(), g_links.end(), l));
+	delete l;
+}
+
+// Whether a link without connections has no further use: a passive one
+// whose listener is gone, an active one whose listener was replaced.
+bool link_idle(const Link *l) { return l->conns.empty() && (l->active ? l->stale : !l->listener); }
+
+void peer_gone(SoftId *s);
+void set_deadline(SoftId *s, bool on);
+void link_broken(Link *l);
+
+// The connection of `s` leaves its link (the link closes when idle).
+void detach(SoftId *s)
+{
+	set_deadline(s, false);
+	Link *l = s->link;
+	if (!l)
+		return;
+	l->conns.erase(s->conn);
+	s->link = nullptr;
+	s->conn = 0;
+	if (link_idle(l)) {
+		link_close(l);
+		return;
+	}
+	link_unwatch_idle(l);
+	// An idle link we accepted waits for the next request in its
+	// listener's set.
+	if (!l->active && l->listener && l->conns.empty() && mine(l)) {
+		try {
+			link_watch(l->listener->src, l);
+		} catch (...) {
+			link_broken(l); // unwatched it would hang the next request
+		}
+	}
+}
+
+// The peer process is gone (EOF), or broke the protocol: every connection
+// on the link ends as a dead peer's does, and the link closes.
+void link_broken(Link *l)
+{
+	std::vector<SoftId *> on;
+	on.reserve(l->conns.size());
+	for (auto &kv : l->conns)
+		on.push_back(kv.second);
+	for (SoftId *s : on)
+		peer_gone(s); // detaches s
+	if (std::find(g_links.begin(), g_links.end(), l) != g_links.end())
+		link_close(l);
+}
+
+// Sends one record (its connection number set); queued while the socket
+// has no room. 0, or the errno of a link that is broken.
+int link_send(Link *l, Message &m, uint32_t conn)
+{
+	m.conn = conn;
+	uint8_t buf[kMaxMessage];
+	size_t n = encode(m, buf, sizeof(buf));
+	if (!n)
+		return EINVAL;
+	if (l->out.empty()) {
+		ssize_t r = send(l->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r == ssize_t(n))
+			return 0;
+		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			return r >= 0 ? EIO : errno;
+	}
+	try {
+		l->out.emplace_back(buf, buf + n);
+	} catch (...) {
+		return ENOMEM;
+	}
+	if (l->out.size() == 1)
+		link_events(l, EPOLLIN | EPOLLOUT);
+	return 0;
+}
+
+// The socket has room again: what was queued goes, in order.
+void link_flush(Link *l)
+{
+	while (!l->out.empty()) {
+		auto &b = l->out.front();
+		ssize_t r = send(l->fd, b.data(), b.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (r != ssize_t(b.size())) {
+			link_broken(l);
+			return;
+		}
+		l->out.pop_front();
+	}
+	link_events(l, EPOLLIN);
+	link_unwatch_idle(l);
+}
+
+// Sends a record of `s`'s connection. False when its link is broken: every
+// connection on it, `s`'s too, then ends as a dead peer's (peer_gone).
+bool conn_send(SoftId *s, Message &m)
+{
+	if (!s->link || !mine(s->link))
+		return false;
+	if (link_send(s->link, m, s->conn) == 0)
+		return true;
+	link_broken(s->link);
+	return false;
+}
+
+// Tells the peer that our end of the connection of `s`, which was in state
+// `was`, is gone (what a closed socket of its own used to tell it): a
+// connection gets DREQ, a handshake REJ "timeout" (the peer reports it as a
+// dead requester or responder), an unanswered SIDR_REQ a failed SIDR_REP.
+void notify_peer(SoftId *s, St was)
+{
+	if (!s->link)
+		return;
+	Message m;
+	if (was == St::connected || was == St::rep_rcvd) {
+		m.type = MsgType::dreq;
+	} else if (was == St::req_sent) {
+		m.type = MsgType::rej; // (for SIDR too: the responder lets the link go)
+		m.status = kRejTimeout;
+	} else if (was == St::rep_sent || was == St::req_rcvd) {
+		m.type = s->ud ? MsgType::sidr_rep : MsgType::rej;
+		m.status = s->ud ? kSidrReject : kRejTimeout;
+	} else {
+		return;
+	}
+	conn_send(s, m);
+}
+
+// The listener `l` goes: links it accepted take no new connection, and
+// close when they carry none.
+void listener_gone(SoftId *l)
+{
+	std::vector<Link *> idle;
+	for (Link *k : g_links)
+		if (!k->active && k->listener == l) {
+			k->listener = nullptr;
+			if (k->conns.empty())
+				idle.push_back(k);
+		}
+	for (Link *k : idle)
+		link_close(k);
+}
+
 void close_listen(SoftId *s)
 {
 	if (s->lfd < 0)
@@ -814,27 +1087,6 @@ void set_deadline(SoftId *s, bool on)
 	s->deadline = on ? now_ns() + g_timeout_ns.load() : 0;
 	if (s->deadline != was)
 		arm_timer(s->src);
-}
-
-void close_conn(SoftId *s)
-{
-	if (s->cfd < 0)
-		return;
-	remove_item(s->src, s->cfd, s->ckey);
-	close(s->cfd);
-	s->cfd = -1;
-	set_deadline(s, false);
-}
-
-bool send_msg(int fd, const Message &m)
-{
-	uint8_t buf[kMaxMessage];
-	size_t n = encode(m, buf, sizeof(buf));
-	if (!n) {
-		errno = EINVAL;
-		return false;
-	}
-	return send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(n);
 }
 
 Endpoint endpoint_of(const sockaddr *sa)
@@ -910,7 +1162,7 @@ void peer_gone(SoftId *s)
 	default:
 		break;
 	}
-	close_conn(s);
+	detach(s);
 }
 
 // The active side takes the passive side's REP: its QP attributes, the
@@ -950,7 +1202,7 @@ void on_message(SoftId *s, const Message &m)
 			}
 			push(s->src, std::move(e));
 			s->st = St::done;
-			close_conn(s);
+			detach(s);
 			return;
 		}
 		if (!s->ud && m.type == MsgType::rep) {
@@ -963,7 +1215,7 @@ void on_message(SoftId *s, const Message &m)
 			set_private(e, m);
 			push(s->src, std::move(e));
 			s->st = St::done;
-			close_conn(s);
+			detach(s);
 			return;
 		}
 		break;
@@ -984,7 +1236,7 @@ void on_message(SoftId *s, const Message &m)
 			set_private(e, m);
 			push(s->src, std::move(e));
 			s->st = St::done;
-			close_conn(s);
+			detach(s);
 			return;
 		}
 		[[fallthrough]];
@@ -996,7 +1248,7 @@ void on_message(SoftId *s, const Message &m)
 			// find a closed socket.
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
-			close_conn(s);
+			detach(s);
 			return;
 		}
 		break;
@@ -1004,14 +1256,18 @@ void on_message(SoftId *s, const Message &m)
 		if (m.type == MsgType::drep || m.type == MsgType::dreq) {
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
-			close_conn(s);
+			detach(s);
 			return;
 		}
 		break;
 	default:
 		break;
 	}
-	peer_gone(s); // a record the state does not expect: the peer is broken
+	// A record the state does not expect: the peer is broken; the
+	// connection ends on both sides (the peer knows it when it ended it).
+	if (m.type != MsgType::rej && m.type != MsgType::dreq && m.type != MsgType::sidr_rep)
+		notify_peer(s, s->st);
+	peer_gone(s);
 }
 
 // Reads one record. 1: `m` holds it; 0: nothing to read; -1: the connection
@@ -1030,24 +1286,8 @@ int read_msg(int fd, Message &m)
 	return parse(buf, len, m) == ParseError::ok ? 1 : -1;
 }
 
-// One record per readiness report: the epoll set is level-triggered, so a
-// further record is reported again (no recv that only finds EAGAIN).
-void on_conn_readable(SoftId *s)
-{
-	if (s->cfd < 0)
-		return;
-	Message m;
-	int r = read_msg(s->cfd, m);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		peer_gone(s);
-		return;
-	}
-	on_message(s, m);
-}
-
-void refuse(int fd, const Message &req, uint16_t reason)
+// Answers a request that no listener takes (REJ, or a failed SIDR_REP).
+void refuse(Link *l, const Message &req, uint16_t reason)
 {
 	Message r;
 	if (req.type == MsgType::sidr_req) {
@@ -1057,15 +1297,42 @@ void refuse(int fd, const Message &req, uint16_t reason)
 		r.type = MsgType::rej;
 		r.status = reason;
 	}
-	send_msg(fd, r);
+	if (link_send(l, r, req.conn) != 0)
+		link_broken(l);
 }
 
-// A request arrived on a connection accepted by listener `l`.
-void on_request(Source *src, SoftId *l, int fd, const Message &m);
+// A request arrived on a link that listener l->listener accepted.
+void on_request(Link *l, const Message &m);
+
+// One record per readiness report: the epoll set is level-triggered, so a
+// further record is reported again (no recv that only finds EAGAIN). A
+// request opens a connection on a link we accepted; any other record goes
+// to its connection (one already gone ignores it). EOF, a malformed record
+// or a request on a link we made: the link is broken.
+void on_link_readable(Link *l)
+{
+	Message m;
+	int r = read_msg(l->fd, m);
+	if (r == 0)
+		return;
+	bool request = r > 0 && (m.type == MsgType::req || m.type == MsgType::sidr_req);
+	if (r < 0 || (request && (l->active || l->conns.count(m.conn)))) {
+		link_broken(l);
+		return;
+	}
+	if (request) {
+		on_request(l, m);
+		return;
+	}
+	auto it = l->conns.find(m.conn);
+	if (it != l->conns.end())
+		on_message(it->second, m);
+}
 
 // One connection per readiness report (level-triggered: a further one is
-// reported again; no accept that only finds EAGAIN).
-void on_listen_readable(Source *src, SoftId *l)
+// reported again; no accept that only finds EAGAIN): a link of this
+// listener's.
+void on_listen_readable(SoftId *l)
 {
 	int fd = accept4(l->lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
@@ -1074,40 +1341,8 @@ void on_listen_readable(Source *src, SoftId *l)
 		close(fd);
 		return;
 	}
-	Item it{Item::pending};
-	it.fd = fd;
-	it.listener = l;
-	add_item(src, fd, it);
-}
-
-void drop_pending_of(SoftId *l)
-{
-	for (auto it = g_items.begin(); it != g_items.end();) {
-		if (it->second.kind == Item::pending && it->second.listener == l) {
-			epoll_ctl(it->second.src->epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
-			close(it->second.fd);
-			it = g_items.erase(it);
-		} else {
-			++it;
-		}
-	}
-}
-
-void on_pending_readable(Source *src, uint64_t key)
-{
-	Item it = g_items[key];
-	Message m;
-	int r = read_msg(it.fd, m);
-	if (r == 0)
-		return;
-	// The fd stays in the epoll set: on_request re-keys it as the
-	// connection's, or closes it (which takes it out of the set).
-	g_items.erase(key);
-	if (r < 0 || (m.type != MsgType::req && m.type != MsgType::sidr_req)) {
-		close(it.fd);
-		return;
-	}
-	on_request(src, it.listener, it.fd, m);
+	if (Link *k = link_new(fd, false, l->src))
+		k->listener = l;
 }
 
 void on_timer(Source *src)
@@ -1135,10 +1370,12 @@ void on_timer(Source *src)
 		case St::req_sent:
 			post(s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
 			s->st = St::done;
+			notify_peer(s, St::req_sent);
 			break;
 		case St::rep_sent:
 			post(s, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
 			s->st = St::done;
+			notify_peer(s, St::rep_sent);
 			break;
 		case St::dreq_sent:
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
@@ -1147,14 +1384,16 @@ void on_timer(Source *src)
 		default:
 			continue;
 		}
-		close_conn(s);
+		detach(s);
 	}
 	arm_timer(src);
 }
 
-// Connects to the socket of whoever listens on `dst` (exact address, then
-// the wildcard of its family, then the IPv6 wildcard for IPv4).
-int open_to_listener(uint16_t ps, const sockaddr *dst, int &fd_out)
+// The link to whoever listens on `dst` (exact address, then the wildcard of
+// its family, then the IPv6 wildcard for IPv4): ours to that listener
+// socket when we have one, else a new one. A socket replaced since our link
+// was made (another inode) gets a new link; the old one is stale.
+int link_to_listener(Source *src, uint16_t ps, const sockaddr *dst, Link *&out)
 {
 	std::string dir;
 	if (int rc = cm_dir(dir))
@@ -1170,8 +1409,32 @@ int open_to_listener(uint16_t ps, const sockaddr *dst, int &fd_out)
 	uint16_t port = port_of(dst);
 	for (auto &k : keys) {
 		sockaddr_un un;
-		if (!fill_un(un, sock_path(dir, ps, port, k)))
+		std::string path = sock_path(dir, ps, port, k);
+		struct stat st;
+		if (!fill_un(un, path))
 			continue;
+		bool exists = stat(path.c_str(), &st) == 0;
+		// A link carries one connection at a time (so that only that
+		// connection's channel watches it): an idle one is reused, one
+		// already watched by this source first.
+		Link *have = nullptr;
+		for (Link *l : g_links) {
+			if (!l->active || l->stale || !mine(l) || l->path != path)
+				continue;
+			if (!exists || l->ino != st.st_ino)
+				l->stale = true;
+			else if (l->conns.empty() && (!have || l->watcher == src))
+				have = l;
+		}
+		for (size_t i = g_links.size(); i-- > 0;)
+			if (g_links[i]->active && mine(g_links[i]) && link_idle(g_links[i]))
+				link_close(g_links[i]);
+		if (!exists)
+			continue;
+		if (have) {
+			out = have;
+			return 0;
+		}
 		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return errno;
@@ -1188,12 +1451,30 @@ int open_to_listener(uint16_t ps, const sockaddr *dst, int &fd_out)
 				close(fd);
 				continue;
 			}
-			fd_out = fd;
+			Link *l = link_new(fd, true, src);
+			if (!l)
+				return ENOMEM;
+			try {
+				l->path = path;
+			} catch (...) {
+				l->stale = true;
+			}
+			l->ino = st.st_ino;
+			out = l;
 			return 0;
 		}
 		close(fd);
 	}
 	return ECONNREFUSED;
+}
+
+// A number for a new connection on link `l` (ours): never 0, never one in use.
+uint32_t next_conn(Link *l)
+{
+	do
+		l->next_conn++;
+	while (!l->next_conn || l->conns.count(l->next_conn));
+	return l->next_conn;
 }
 
 int reserve(SoftId *s, const sockaddr *addr)
@@ -1369,15 +1650,19 @@ public:
 				mad_send(s, m, false);
 			}
 		}
-		if ((s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) &&
-		    s->cfd >= 0) {
-			Message dreq;
-			dreq.type = MsgType::dreq;
-			send_msg(s->cfd, dreq);
+		if (s->link) {
+			// The peer learns it on the link, which stays: a connection
+			// goes with DREQ, a handshake with REJ "timeout" (what the
+			// peer reads as a dead requester or responder), an
+			// unanswered SIDR_REQ with a failed SIDR_REP.
+			// (Done first: a broken link then reports nothing for it.)
+			St was = s->st;
+			s->st = St::done;
+			notify_peer(s, was == St::rep_sent ? St::connected : was);
 		}
-		drop_pending_of(s);
+		listener_gone(s);
 		close_listen(s);
-		close_conn(s);
+		detach(s);
 		auto &v = s->src->ids;
 		for (size_t i = 0; i < v.size(); i++)
 			if (v[i] == s) {
@@ -1578,27 +1863,54 @@ public:
 		}
 		if (is_roce(s->device))
 			return s->ud ? sidr_mad(m, local) : connect_mad(m, local);
-		int fd = -1;
-		if (open_to_listener(s->ps, reinterpret_cast<const sockaddr *>(&s->addr_dst), fd) != 0) {
-			// Nobody listens: what the kernel's CM answers (REJ "invalid
-			// service ID"; for SIDR, a reply with a failure status).
-			if (s->ud)
-				post(s, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET);
-			else
-				post(s, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
-			s->st = St::done;
+		// A link found broken by the send (its peer died unseen) is
+		// dropped and a new one made once.
+		for (int attempt = 0; attempt < 2; attempt++) {
+			Link *l = nullptr;
+			int rc;
+			try {
+				rc = link_to_listener(s->src, s->ps, reinterpret_cast<const sockaddr *>(&s->addr_dst), l);
+				if (!rc)
+					link_watch(s->src, l);
+			} catch (...) {
+				rc = ENOMEM;
+			}
+			if (rc == ENOMEM)
+				return rc;
+			if (rc != 0) {
+				// Nobody listens: what the kernel's CM answers (REJ
+				// "invalid service ID"; for SIDR, a reply with a
+				// failure status).
+				if (s->ud)
+					post(s, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET);
+				else
+					post(s, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId);
+				s->st = St::done;
+				return 0;
+			}
+			uint32_t conn = next_conn(l);
+			try {
+				l->conns[conn] = s;
+			} catch (...) {
+				return ENOMEM;
+			}
+			rc = link_send(l, m, conn);
+			if (rc == EINVAL || rc == ENOMEM) {
+				l->conns.erase(conn);
+				return rc;
+			}
+			if (rc != 0) {
+				l->conns.erase(conn);
+				link_broken(l);
+				continue;
+			}
+			s->link = l;
+			s->conn = conn;
+			s->st = St::req_sent;
+			set_deadline(s, true);
 			return 0;
 		}
-		if (!send_msg(fd, m)) {
-			int e = errno ? errno : EIO;
-			close(fd);
-			return e;
-		}
-		s->cfd = fd;
-		s->ckey = add_item(s->src, fd, Item{Item::conn, s});
-		s->st = St::req_sent;
-		set_deadline(s, true);
-		return 0;
+		return ECONNRESET;
 	}
 
 	// The active side's first MAD: the device's QP1, a communication (or
@@ -1726,11 +2038,10 @@ public:
 			}
 			Message rtu;
 			rtu.type = MsgType::rtu;
-			if (!send_msg(s->cfd, rtu)) {
-				peer_gone(s);
-				return 0;
-			}
-			s->st = St::connected;
+			if (conn_send(s, rtu))
+				s->st = St::connected;
+			else if (s->st == St::rep_rcvd)
+				peer_gone(s); // no link: the peer is gone
 			return 0;
 		}
 		if (s->st != St::req_rcvd)
@@ -1746,7 +2057,7 @@ public:
 			return 0;
 		}
 		Port local;
-		if (!local_port(s, local) || (s->cfd < 0 && !s->mad))
+		if (!local_port(s, local) || (!s->link && !s->mad))
 			return EINVAL;
 		if (s->mad && s->ud) {
 			if (p.private_data_len > mad::private_bytes(mad::Attr::sidr_rep) || p.qp_num < 2 ||
@@ -1798,10 +2109,10 @@ public:
 		m.port = local;
 		if (s->ud) {
 			m.qkey = s->qkey;
-			if (!send_msg(s->cfd, m))
-				return errno ? errno : EIO;
+			if (!conn_send(s, m))
+				return EIO;
 			s->st = St::done;
-			close_conn(s);
+			detach(s);
 			return 0;
 		}
 		s->resp_res = p.responder_resources;
@@ -1813,13 +2124,11 @@ public:
 		m.rnr_retry_count = p.rnr_retry_count & 7;
 		m.flow_control = p.flow_control;
 		m.srq = p.srq;
-		if (!send_msg(s->cfd, m)) {
-			s->st = St::rep_sent;
-			peer_gone(s);
-			return 0;
-		}
 		s->st = St::rep_sent;
-		set_deadline(s, true);
+		if (conn_send(s, m))
+			set_deadline(s, true);
+		else if (s->st == St::rep_sent)
+			peer_gone(s);
 		return 0;
 	}
 
@@ -1869,10 +2178,10 @@ public:
 		m.private_len = len;
 		if (len)
 			memcpy(m.private_data, data, len);
-		if (s->cfd >= 0)
-			send_msg(s->cfd, m);
+		if (s->link)
+			conn_send(s, m);
 		s->st = St::done;
-		close_conn(s);
+		detach(s);
 		return 0;
 	}
 
@@ -1901,10 +2210,11 @@ public:
 			}
 			Message m;
 			m.type = MsgType::dreq;
-			send_msg(s->cfd, m);
+			if (s->link && !conn_send(s, m))
+				return 0; // the link broke: peer_gone reported it
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
-			close_conn(s);
+			detach(s);
 			return 0;
 		}
 		case St::dreq_sent:
@@ -2028,23 +2338,22 @@ public:
 		} catch (...) {
 			return ENOMEM;
 		}
-		for (int *fdp : {&s->lfd, &s->cfd}) {
-			if (*fdp < 0)
-				continue;
-			uint64_t &key = fdp == &s->lfd ? s->lkey : s->ckey;
-			Item item = g_items[key];
-			remove_item(old, *fdp, key);
-			key = add_item(nsrc, *fdp, item);
+		// The listening socket moves; the new source watches the links of
+		// the id and of the listener (the old one keeps watching them).
+		if (s->lfd >= 0) {
+			Item item = g_items[s->lkey];
+			remove_item(old, s->lfd, s->lkey);
+			s->lkey = add_item(nsrc, s->lfd, item);
 		}
-		for (auto it = g_items.begin(); it != g_items.end(); ++it)
-			if (it->second.kind == Item::pending && it->second.listener == s) {
-				epoll_ctl(old->epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
-				it->second.src = nsrc;
-				epoll_event ev{};
-				ev.events = EPOLLIN;
-				ev.data.u64 = it->first;
-				epoll_ctl(nsrc->epfd, EPOLL_CTL_ADD, it->second.fd, &ev);
-			}
+		try {
+			if (s->link)
+				link_watch(nsrc, s->link);
+			for (Link *k : g_links)
+				if (!k->active && k->listener == s && k->conns.empty())
+					link_watch(nsrc, k);
+		} catch (...) {
+			return ENOMEM;
+		}
 		for (size_t i = 0; i < old->ids.size(); i++)
 			if (old->ids[i] == s) {
 				old->ids.erase(old->ids.begin() + long(i));
@@ -2105,7 +2414,6 @@ struct Gsi {
 };
 
 std::vector<Gsi *> g_gsi;       // never freed: the contexts are the process's
-std::vector<Source *> g_sources; // every event source, for the QP1 fds
 
 void gsi_watch(Source *src, Gsi *g)
 {
@@ -2593,14 +2901,16 @@ void gsi_readable(Gsi *g)
 	}
 }
 
-void on_request(Source *src, SoftId *l, int fd, const Message &m)
+void on_request(Link *lk, const Message &m)
 {
-	bool want_ud = l->ud;
-	if (l->st != St::listening || (m.type == MsgType::sidr_req) != want_ud || m.port_space != l->ps) {
-		refuse(fd, m, kRejInvalidServiceId);
-		close(fd);
+	SoftId *l = lk->listener;
+	if (!l || l->st != St::listening || (m.type == MsgType::sidr_req) != l->ud ||
+	    m.port_space != l->ps) {
+		refuse(lk, m, kRejInvalidServiceId);
 		return;
 	}
+	bool want_ud = l->ud;
+	Source *src = l->src;
 	sockaddr_storage local, remote;
 	sockaddr_of(m.dst, local);
 	sockaddr_of(m.src, remote);
@@ -2612,12 +2922,20 @@ void on_request(Source *src, SoftId *l, int fd, const Message &m)
 		} catch (...) {
 		}
 	}
+	if (child) {
+		try {
+			lk->conns[m.conn] = child->s;
+		} catch (...) {
+			child.reset();
+		}
+	}
 	if (!child) {
-		refuse(fd, m, kRejNoResources);
-		close(fd);
+		refuse(lk, m, kRejNoResources);
 		return;
 	}
 	SoftId *s = child->s;
+	s->link = lk;
+	s->conn = m.conn;
 	s->device = dev;
 	s->addr_src = local;
 	s->addr_dst = remote;
@@ -2636,8 +2954,6 @@ void on_request(Source *src, SoftId *l, int fd, const Message &m)
 	} else {
 		s->dst_device = device_for(reinterpret_cast<sockaddr *>(&remote));
 	}
-	s->cfd = fd;
-	s->ckey = add_item(src, fd, Item{Item::conn, s}, true); // still in the set (pending)
 	s->st = St::req_rcvd;
 	RawEvent e = make_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	e.handle = s->handle;
@@ -2659,7 +2975,14 @@ Source::~Source()
 			break;
 		}
 	for (auto it = g_items.begin(); it != g_items.end();)
-		it = it->second.kind == Item::qp1 && it->second.src == this ? g_items.erase(it) : std::next(it);
+		it = (it->second.kind == Item::qp1 || it->second.kind == Item::peer) && it->second.src == this
+			     ? g_items.erase(it)
+			     : std::next(it);
+	for (Link *l : g_links)
+		if (l->watcher == this) {
+			l->watcher = nullptr;
+			l->key = 0;
+		}
 	for (auto &k : keys)
 		if (k)
 			g_items.erase(k);
@@ -2702,15 +3025,15 @@ int Source::next(RawEvent &ev, bool block) noexcept
 				return 0;
 			}
 		}
+		// Nothing queued: wait for the fds unless asked not to (the fd's
+		// own O_NONBLOCK counts: it is the channel's fd). One look at the
+		// flags and one wait: a reader usually comes before the peer's
+		// answer.
 		epoll_event evs[16];
-		int n = epoll_wait(epfd, evs, 16, 0);
-		if (n == 0) {
-			// Nothing to do: block unless asked not to (the fd's own
-			// O_NONBLOCK counts: it is the channel's fd).
-			if (!block || (fcntl(epfd, F_GETFL) & O_NONBLOCK))
-				return EAGAIN;
-			n = epoll_wait(epfd, evs, 16, -1);
-		}
+		bool wait = block && !(fcntl(epfd, F_GETFL) & O_NONBLOCK);
+		int n = epoll_wait(epfd, evs, 16, wait ? -1 : 0);
+		if (n == 0)
+			return EAGAIN;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -2726,9 +3049,14 @@ int Source::next(RawEvent &ev, bool block) noexcept
 			switch (item.kind) {
 			case Item::event: break;
 			case Item::timer: on_timer(this); break;
-			case Item::listen: on_listen_readable(this, item.id); break;
-			case Item::conn: on_conn_readable(item.id); break;
-			case Item::pending: on_pending_readable(this, evs[i].data.u64); break;
+			case Item::listen: on_listen_readable(item.id); break;
+			case Item::peer:
+				if (evs[i].events & EPOLLOUT)
+					link_flush(item.link);
+				// (A link broken by the flush is gone with its key.)
+				if ((evs[i].events & ~uint32_t(EPOLLOUT)) && g_items.count(evs[i].data.u64))
+					on_link_readable(item.link);
+				break;
 			case Item::qp1: gsi_readable(item.gsi); break;
 			}
 		}
@@ -2799,13 +3127,20 @@ std::unique_ptr<EventSource> open_source(int &err) noexcept
 		err = errno;
 		return nullptr; // the destructor closes what was opened
 	}
+	static std::once_flag atfork;
+	std::call_once(atfork, [] {
+		// A fork child is another process: its cached pid goes.
+		pthread_atfork(nullptr, nullptr, [] { usercm::g_pid.store(0, std::memory_order_relaxed); });
+	});
 	std::lock_guard<std::recursive_mutex> g(usercm::g_lock);
+	src->pid = usercm::self_pid();
 	try {
 		src->keys[0] = usercm::add_item(src.get(), src->evfd, usercm::Item{usercm::Item::event});
 		src->keys[1] = usercm::add_item(src.get(), src->tfd, usercm::Item{usercm::Item::timer});
 		usercm::g_sources.push_back(src.get());
 		for (usercm::Gsi *gsi : usercm::g_gsi)
 			usercm::gsi_watch(src.get(), gsi);
+
 	} catch (...) {
 		err = ENOMEM;
 		return nullptr;

@@ -213,14 +213,14 @@ void set_flags(Reader &r, Message &m)
 size_t encode(const Message &m, uint8_t *out, size_t cap) noexcept
 {
 	unsigned t = unsigned(m.type);
-	if (t < 1 || t > 8 || m.private_len > kMaxPrivate[t] || !fields_ok(m))
+	if (t < 1 || t > 8 || m.private_len > kMaxPrivate[t] || !m.conn || !fields_ok(m))
 		return 0;
 	Writer w(out, cap);
 	w.u32(kMagic);
 	w.u16(kVersion);
 	w.u16(uint16_t(t));
 	w.u32(0); // length, patched below
-	w.u32(0);
+	w.u32(m.conn);
 	switch (m.type) {
 	case MsgType::req:
 		w.u16(m.port_space);
@@ -300,11 +300,14 @@ ParseError parse(const uint8_t *buf, size_t len, Message &m) noexcept
 		return fail(ParseError::bad_type);
 	if (r.u32() != len)
 		return fail(ParseError::bad_length);
-	r.reserved(4);
+	uint32_t conn = r.u32();
 	if (r.error() != ParseError::ok)
 		return fail(r.error());
+	if (!conn)
+		return fail(ParseError::bad_field);
 	m = Message{};
 	m.type = MsgType(t);
+	m.conn = conn;
 	switch (m.type) {
 	case MsgType::req:
 		m.port_space = r.u16();

@@ -2,7 +2,9 @@
 // (src/DESIGN.md, "Connection manager for software devices").
 //
 // One message is one SOCK_SEQPACKET record on a UNIX socket between two
-// processes of the same user. The encoding is ours (the peers are always this
+// processes of the same user (a link: one per pair of processes and
+// listener, carrying any number of connections, each named in the header by
+// the number the requester's side gave it). The encoding is ours (the peers are always this
 // library), modelled on the InfiniBand CM's messages: REQ/REP/RTU/REJ/DREQ/DREP
 // for connected QPs and SIDR_REQ/SIDR_REP for UD ids. Every field is written
 // little-endian at a fixed offset; nothing is copied as a C struct, so a message
@@ -22,7 +24,7 @@
 namespace ov::usercm {
 
 inline constexpr uint32_t kMagic = 0x4d43564f; // "OVCM" as little-endian bytes
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2; // 2: the header names the connection
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxMessage = 512; // larger records are malformed
 
@@ -77,6 +79,9 @@ struct Port {
 
 struct Message {
 	MsgType type = MsgType::req;
+	// every type: the connection on its link (header bytes 12..15, never 0),
+	// numbered by the side that sent the REQ or SIDR_REQ
+	uint32_t conn = 0;
 	// REQ, SIDR_REQ
 	uint16_t port_space = 0; // enum rdma_port_space (TCP, UDP, IB, IPOIB)
 	uint8_t qp_type = 0;     // enum ibv_qp_type: RC, UC or XRC_SEND (REQ)

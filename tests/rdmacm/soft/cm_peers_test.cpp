@@ -3,7 +3,9 @@
 // mid-handshake) give the documented event within a bounded time, no
 // listener and rdma_reject give their IB CM reasons, another user can
 // neither connect nor list the listeners, and a malformed record is
-// dropped and counted. Runs in a private /dev/shm (private_shm.sh).
+// dropped and counted; the links that carry the connections (a killed
+// process ends all of its connections, a listener gone or replaced, a
+// destroyed requester, a fork child). Runs in a private /dev/shm (private_shm.sh).
 #include <rdma/rdma_cma.h>
 
 #include <arpa/inet.h>
@@ -12,12 +14,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <memory>
 #include <poll.h>
 #include <string>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -78,8 +82,10 @@ struct Listener {
 	}
 	~Listener()
 	{
-		rdma_destroy_id(id);
-		rdma_destroy_event_channel(ch);
+		if (id)
+			rdma_destroy_id(id);
+		if (ch)
+			rdma_destroy_event_channel(ch);
 	}
 };
 
@@ -356,4 +362,205 @@ TEST(SoftCmPeers, MalformedRecordIsDropped)
 		usleep(20000);
 	}
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+// ---- Links: one UNIX connection per pair of processes and listener socket
+// carries every rdma_cm connection between them (src/DESIGN.md, "Transport").
+
+namespace {
+
+// An accepted connection: CONNECT_REQUEST, a QP, rdma_accept, ESTABLISHED.
+rdma_cm_id *accept_one(rdma_event_channel *ch, int ms = kBoundMs)
+{
+	auto req = next(ch, ms);
+	EXPECT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+	if (req.type != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return nullptr;
+	make_qp(req.id);
+	auto p = param();
+	EXPECT_EQ(rdma_accept(req.id, &p), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+	return req.id;
+}
+
+rdma_cm_id *connected(rdma_event_channel *ch, uint16_t port)
+{
+	rdma_cm_id *id = resolved(ch, port);
+	auto p = param();
+	EXPECT_EQ(rdma_connect(id, &p), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+	return id;
+}
+
+void drop(rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+}
+
+} // namespace
+
+// Two connections of one client process at once (two links: a link carries
+// one connection at a time): killing the process disconnects both.
+TEST(SoftCmLinks, KilledClientDisconnectsEveryConnection)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		connected(ch, port);
+		connected(ch, port);
+		signal_parent(sync[1]);
+		pause();
+	});
+	rdma_cm_id *a = accept_one(l.ch);
+	rdma_cm_id *b = accept_one(l.ch);
+	wait_child(sync[0]);
+	kill(client, SIGKILL);
+	reap(client);
+	auto g1 = next(l.ch), g2 = next(l.ch);
+	EXPECT_EQ(g1.type, RDMA_CM_EVENT_DISCONNECTED);
+	EXPECT_EQ(g2.type, RDMA_CM_EVENT_DISCONNECTED);
+	EXPECT_TRUE((g1.id == a && g2.id == b) || (g1.id == b && g2.id == a));
+	drop(a);
+	drop(b);
+}
+
+// The listener goes while a connection runs on the client's link: that
+// connection goes on (its disconnect still arrives), a new connect is
+// refused as nobody listens (REJECTED 8), and a new listener on the same
+// port (another socket) is reached through a new link.
+TEST(SoftCmLinks, ListenerGoneAndReplaced)
+{
+	uint16_t port = test_port();
+	auto l = std::make_unique<Listener>(port);
+	int to_parent[2], to_child[2];
+	ASSERT_EQ(pipe(to_parent), 0);
+	ASSERT_EQ(pipe(to_child), 0);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		rdma_cm_id *first = connected(ch, port);
+		signal_parent(to_parent[1]);
+		wait_child(to_child[0]); // the listener is gone
+		rdma_cm_id *id = resolved(ch, port);
+		auto p = param();
+		ASSERT_EQ(rdma_connect(id, &p), 0);
+		auto g = next(ch);
+		EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+		EXPECT_EQ(g.status, 8);
+		drop(id);
+		ASSERT_EQ(rdma_disconnect(first), 0);
+		EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
+		drop(first);
+		signal_parent(to_parent[1]);
+		wait_child(to_child[0]); // a new listener
+		drop(connected(ch, port));
+	});
+	rdma_cm_id *a = accept_one(l->ch);
+	wait_child(to_parent[0]);
+	rdma_destroy_id(l->id);
+	l->id = nullptr;
+	signal_parent(to_child[1]);
+	wait_child(to_parent[0]);
+	EXPECT_EQ(next(l->ch).type, RDMA_CM_EVENT_DISCONNECTED);
+	drop(a);
+	rdma_destroy_event_channel(l->ch);
+	l->ch = nullptr;
+	Listener again(port);
+	signal_parent(to_child[1]);
+	drop(accept_one(again.ch));
+	EXPECT_EQ(reap(client), 0);
+}
+
+// A requester destroyed before the listener accepted: accepting succeeds,
+// then REJECTED with reason 4 (its REJ on the link), as for a dead one.
+TEST(SoftCmLinks, DestroyedRequesterIsRejectedAfterAccept)
+{
+	uint16_t port = test_port();
+	Listener l(port);
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t client = spawn([&] {
+		rdma_event_channel *ch = rdma_create_event_channel();
+		rdma_cm_id *id = resolved(ch, port);
+		auto p = param();
+		ASSERT_EQ(rdma_connect(id, &p), 0);
+		drop(id);
+		signal_parent(sync[1]);
+		pause(); // the link stays
+	});
+	wait_child(sync[0]);
+	auto req = next(l.ch);
+	ASSERT_EQ(req.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+	make_qp(req.id);
+	auto p = param();
+	ASSERT_EQ(rdma_accept(req.id, &p), 0);
+	auto g = next(l.ch);
+	EXPECT_EQ(g.type, RDMA_CM_EVENT_REJECTED);
+	EXPECT_EQ(g.status, 4);
+	drop(req.id);
+	kill(client, SIGKILL);
+	reap(client);
+}
+
+// A fork child of a process with an idle link to the listener makes its own:
+// its connection works, and after its exit the parent's link still serves
+// the parent.
+TEST(SoftCmLinks, ForkChildUsesItsOwnLink)
+{
+	uint16_t port = test_port();
+	int sync[2];
+	ASSERT_EQ(pipe(sync), 0);
+	pid_t server = spawn([&] {
+		Listener l(port);
+		signal_parent(sync[1]);
+		// The parent's connection, the child's, the parent's again (on
+		// two links: a request may come before the last disconnect).
+		std::vector<rdma_cm_id *> ids;
+		int established = 0, gone = 0;
+		while (gone < 3) {
+			auto g = next(l.ch, 10000);
+			if (g.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+				make_qp(g.id);
+				auto p = param();
+				EXPECT_EQ(rdma_accept(g.id, &p), 0);
+				ids.push_back(g.id);
+			} else if (g.type == RDMA_CM_EVENT_ESTABLISHED) {
+				established++;
+			} else if (g.type == RDMA_CM_EVENT_DISCONNECTED) {
+				gone++;
+			} else {
+				ADD_FAILURE() << "event " << g.type;
+				break;
+			}
+		}
+		EXPECT_EQ(ids.size(), 3u);
+		EXPECT_EQ(established, 3);
+		for (rdma_cm_id *id : ids)
+			drop(id);
+	});
+	wait_child(sync[0]);
+	rdma_event_channel *ch = rdma_create_event_channel();
+	rdma_cm_id *first = connected(ch, port);
+	ASSERT_EQ(rdma_disconnect(first), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
+	drop(first); // the link stays, idle
+	pid_t child = spawn([&] {
+		rdma_event_channel *ch2 = rdma_create_event_channel();
+		rdma_cm_id *id = connected(ch2, port);
+		ASSERT_EQ(rdma_disconnect(id), 0);
+		EXPECT_EQ(next(ch2).type, RDMA_CM_EVENT_DISCONNECTED);
+		drop(id);
+	});
+	EXPECT_EQ(reap(child), 0);
+	rdma_cm_id *mine = connected(ch, port);
+	ASSERT_EQ(rdma_disconnect(mine), 0);
+	EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
+	drop(mine);
+	rdma_destroy_event_channel(ch);
+	EXPECT_EQ(reap(server), 0);
 }

@@ -111,6 +111,7 @@ int main(int argc, char **argv)
 	if (argc != 2)
 		return 2;
 	Message m;
+	m.conn = 1;
 	m.port.device = 0;
 	m.port.lid = 1;
 	m.port.mtu = 5;

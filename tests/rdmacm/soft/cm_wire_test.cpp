@@ -15,6 +15,7 @@ Message sample(MsgType t)
 {
 	Message m;
 	m.type = t;
+	m.conn = 0x01020304;
 	m.port = {3, 4, {0xfe, 0x80}, 5};
 	m.src.family = m.dst.family = AF_INET;
 	inet_pton(AF_INET, "127.0.0.1", m.src.addr);
@@ -124,11 +125,15 @@ TEST(CmWire, MalformedRecordsAreRejectedAndCounted)
 	cases.push_back({"short", std::vector<uint8_t>(good.begin(), good.begin() + 15),
 			 ParseError::short_header});
 	cases.push_back({"magic", with(0, 'x'), ParseError::bad_magic});
-	cases.push_back({"version", with(4, 2), ParseError::bad_version});
+	cases.push_back({"version", with(4, 1), ParseError::bad_version});
 	cases.push_back({"type 0", with(6, 0), ParseError::bad_type});
 	cases.push_back({"type 9", with(6, 9), ParseError::bad_type});
 	cases.push_back({"length", with(8, uint8_t(good.size() + 1)), ParseError::bad_length});
-	cases.push_back({"header reserved", with(12, 1), ParseError::bad_reserved});
+	cases.push_back({"connection 0", [&] {
+				 auto b = good;
+				 memset(&b[12], 0, 4);
+				 return b;
+			 }(), ParseError::bad_field});
 	cases.push_back({"qp type", with(18, 4), ParseError::bad_field});   // UD in a REQ
 	cases.push_back({"qp type 10", with(18, 10), ParseError::bad_field}); // XRC_RECV in a REQ
 	cases.push_back({"retry", with(21, 8), ParseError::bad_field});
