@@ -381,6 +381,12 @@ static int user_dir(char *buf, size_t len)
 
 static void reap_locked(Segment *seg, bool include_self);
 
+#ifdef MADV_POPULATE_WRITE
+static constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+static constexpr int kPopulateWrite = 23; // <linux/mman.h>, Linux 5.14
+#endif
+
 static int map_segment(Segment *seg)
 {
 	seg->size = segment_bytes();
@@ -666,7 +672,11 @@ static int attach_new(int index, const char *name, Segment *seg)
 				return fail(EPROTO);
 			}
 			// The tables and the arena, as they stand between two holders
-			// of the device lock.
+			// of the device lock. Their pages are mapped in one call first
+			// (MADV_POPULATE_WRITE, Linux 5.14; an older kernel faults them
+			// in one by one): the check reads every table, and a fault per
+			// page was most of an attach (about 1,300 of them).
+			sys_madvise(seg->base, header_bytes(), kPopulateWrite);
 			shm_lock(&seg->hdr->lock);
 			const char *d = segment_tables_defect(seg->hdr);
 			if (!d)
