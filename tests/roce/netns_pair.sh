@@ -30,6 +30,8 @@
 # is the server's IPv4 address (10.231.0.1), "%ADDR6%" its IPv6 one; no
 # port or address is added, and the client starts once the server's CM
 # listens (its socket in /dev/shm/openverbs-65534/cm).
+# OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
+# loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
 # Exit 77 (skipped) when not root or without network namespaces.
 set -u
 LIB=$1; TMO=$2; shift 2
@@ -46,7 +48,7 @@ logdir=$(mktemp -d /tmp/ovroce-test.XXXXXX)
 chmod 755 "$logdir"
 cleanup() {
   ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null
-  rm -rf "$logdir"
+  [ -n "${OVROCE_KEEP_LOGS:-}" ] && cp -r "$logdir" "$OVROCE_KEEP_LOGS"; rm -rf "$logdir"
 }
 trap cleanup EXIT
 ip netns add $nsa && ip netns add $nsb || { echo "SKIP: no network namespaces"; exit 77; }

@@ -188,10 +188,9 @@ struct RoceQp {
 	RoceTx *tx;            // sq_depth entries
 	uint32_t snd_nxt;      // next PSN to send
 	uint32_t snd_max;      // one past the highest PSN ever sent
-	// After going back to rewind_psn, the packets of the earlier flight still
-	// arriving make the responder NAK PSNs that are already being sent again:
-	// such NAKs are ignored until the new flight has passed snd_max.
-	bool rewound;
+	// Where and when the requester last went back (rewind_to; rewind_ns 0:
+	// never): a NAK that repeats the one that sent it there is not acted on
+	// twice (recovery.h, nak_goes_back).
 	uint32_t rewind_psn;
 	uint64_t rewind_ns;
 	// Packets allowed in flight: halved when packets are lost (NAK, timeout),

@@ -10,6 +10,7 @@
 // the ICRC, parses (wire.h) and runs both roles; post_send transmits in the
 // caller's thread.
 #include "roce.h"
+#include "recovery.h"
 #include "../keys.h"
 #include "../log.h"
 
@@ -676,14 +677,14 @@ void pump(SoftQp *qp)
 		}
 		send_next_packet(qp, w, t);
 		sent = true;
-		if (r->rewound && psn_diff(r->snd_nxt, r->snd_max) >= 0)
-			r->rewound = false;
 		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t))
 			r->next_wr++;
 	}
 	if (sent && qp->type == IBV_QPT_RC && !r->deadline_ns) {
+		// Longer after each timeout in a row (recovery.h).
 		uint64_t to = timeout_ns(qp->attr.timeout);
-		r->deadline_ns = to ? now_ns() + to : 0;
+		int missed = std::max(int(qp->attr.retry_cnt) - r->retry_left, 0);
+		r->deadline_ns = to ? now_ns() + retransmit_wait_ns(to, uint32_t(missed)) : 0;
 	}
 	// A waiting acknowledgement goes right behind the requests (a
 	// ping-pong's peer reads the request before the ACK it polls for).
@@ -727,7 +728,6 @@ void rewind_to(SoftQp *qp, uint32_t psn)
 		uint32_t idx = (qp->sq_head + from) % qp->sq_depth;
 		r->snd_nxt = found ? psn : r->tx[idx].psn;
 	}
-	r->rewound = psn_diff(r->snd_max, r->snd_nxt) > 0;
 	r->rewind_psn = r->snd_nxt;
 	r->rewind_ns = now_ns();
 	r->cwnd = std::max<uint32_t>(r->cwnd / 2, 8);
@@ -848,13 +848,17 @@ void on_response(SoftQp *qp, const Packet &k)
 		return;
 	}
 	// RNR NAK and NAK name the PSN that was refused: everything before it
-	// was done.
-	if (psn_diff(psn, r->una) > 0)
+	// was done, which is progress for the retry count (recovery.h).
+	if (acknowledges_new(psn, r->una)) {
 		r->una = psn;
+		r->retry_left = qp->attr.retry_cnt;
+	}
 	complete_ready(qp);
 	if (!qp->sq_count)
 		return;
 	if (kind == kAethRnr) {
+		if (psn_diff(psn, r->una) < 0)
+			return; // late or duplicated: the responder took psn since
 		if (r->rnr_left == 0)
 			return retry_exceeded(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 		if (r->rnr_left != 7)
@@ -867,10 +871,11 @@ void on_response(SoftQp *qp, const Packet &k)
 	if (kind == kAethNak) {
 		switch (k.syndrome & 0x1f) {
 		case kNakPsnSeq:
-			if (r->rewound && psn_diff(psn, r->snd_nxt) < 0 &&
-			    (psn_diff(psn, r->rewind_psn) > 0 ||
-			     (psn == r->rewind_psn && now_ns() - r->rewind_ns < kRoceNakRepeatNs)))
-				return; // already being sent again
+			if (!nak_goes_back({r->una, r->rewind_ns != 0, r->rewind_psn, r->rewind_ns}, psn,
+					   now_ns())) {
+				pump(qp); // already being sent again; the window may have opened
+				return;
+			}
 			rewind_to(qp, psn);
 			qp->ctx->roce->retransmits++;
 			pump(qp);

@@ -24,6 +24,7 @@
 #include <net/if.h>
 #include <new>
 #include <pthread.h>
+#include <csignal>
 #include <random>
 #include <string>
 #include <sys/epoll.h>
@@ -1345,15 +1346,15 @@ void on_listen_readable(SoftId *l)
 		k->listener = l;
 }
 
-void on_timer(Source *src)
+// Runs what is due for the ids of `src`: a MAD sent again, or the end of a
+// wait. mad_only: only ids that speak the IB CM on QP1 (the progress thread,
+// below, runs those whether or not the application reads its events).
+void run_due(Source *src, bool mad_only)
 {
-	uint64_t x;
-	(void)!read(src->tfd, &x, sizeof(x));
-	src->armed = 0;
 	uint64_t now = now_ns();
 	std::vector<SoftId *> due;
 	for (SoftId *s : src->ids)
-		if (s->deadline && s->deadline <= now)
+		if (s->deadline && s->deadline <= now && (s->mad || !mad_only))
 			due.push_back(s);
 	for (SoftId *s : due) {
 		s->deadline = 0;
@@ -1387,6 +1388,14 @@ void on_timer(Source *src)
 		detach(s);
 	}
 	arm_timer(src);
+}
+
+void on_timer(Source *src)
+{
+	uint64_t x;
+	(void)!read(src->tfd, &x, sizeof(x));
+	src->armed = 0;
+	run_due(src, false);
 }
 
 // The link to whoever listens on `dst` (exact address, then the wildcard of
@@ -2449,11 +2458,131 @@ bool gsi_post_recv(Gsi *g, uint32_t slot)
 	return ibv_post_recv(g->qp, &wr, &bad) == 0;
 }
 
+// ------------------------------------------------------------------ progress thread (sroce)
+// The IB CM over RoCE answers and resends MADs whether or not the application
+// reads its CM events, as the kernel's CM does in the kernel: a peer's REP
+// sent again because our RTU was lost must be answered while the application
+// is busy with its data, and a DREQ must go again while the application waits
+// for something else. One thread per process, started with the first QP1
+// endpoint (sroce devices only: the shared-memory devices' CM needs none),
+// watches every QP1 completion channel and runs the MAD timers, under g_lock
+// like the event sources; what it makes for the application is queued on
+// the id's event channel (push signals the channel's fd). It blocks every
+// signal (the application's handlers run on its own threads); a fork() child
+// starts its own when it next needs QP1; at exit it stops touching the CM
+// before the CM's globals go (stop_progress).
+struct Progress {
+	int ep = -1;          // epoll over the QP1 completion channels
+	bool started = false;
+	bool stopping = false; // exit: the thread leaves at its next step
+	bool hooks = false;    // atexit and pthread_atfork registered
+};
+Progress g_progress;
+
+// The earliest due time of an id that speaks the IB CM (0: none).
+uint64_t next_mad_deadline()
+{
+	uint64_t first = 0;
+	for (Source *src : g_sources)
+		for (SoftId *s : src->ids)
+			if (s->mad && s->deadline && (!first || s->deadline < first))
+				first = s->deadline;
+	return first;
+}
+
+void *progress_main(void *)
+{
+	for (;;) {
+		int ms = -1;
+		{
+			std::lock_guard<std::recursive_mutex> g(g_lock);
+			if (g_progress.stopping)
+				return nullptr;
+			uint64_t next = next_mad_deadline(), now = now_ns();
+			if (next)
+				ms = next <= now ? 0 : int(std::min<uint64_t>((next - now) / 1000000 + 1, 60000));
+		}
+		epoll_event evs[8];
+		int n = epoll_wait(g_progress.ep, evs, 8, ms);
+		if (n < 0 && errno != EINTR)
+			n = 0; // (not expected: the set is ours) the timers still run
+		std::lock_guard<std::recursive_mutex> g(g_lock);
+		if (g_progress.stopping)
+			return nullptr;
+		for (int i = 0; i < n; i++)
+			gsi_readable(static_cast<Gsi *>(evs[i].data.ptr));
+		for (Source *src : g_sources)
+			run_due(src, true);
+	}
+}
+
+// At exit: the thread is told to stop, and g_lock stays held by the exiting
+// thread (recursive: its own later calls still get it), so the thread never
+// again touches the CM's globals, whose destructors run after this.
+void stop_progress()
+{
+	g_lock.lock();
+	g_progress.stopping = true;
+}
+
+void progress_prefork() { g_lock.lock(); }
+void progress_postfork_parent() { g_lock.unlock(); }
+void progress_postfork_child()
+{
+	// The thread did not come along; the epoll set is shared with the
+	// parent's and is left to it.
+	if (g_progress.ep >= 0)
+		close(g_progress.ep);
+	g_progress.ep = -1;
+	g_progress.started = false;
+	g_lock.unlock();
+}
+
+// Starts the progress thread if it is not running, watching every QP1
+// endpoint of g_gsi. g_lock held. Without it (no thread could be made) MADs
+// are still handled while the application reads its events, as before.
+void ensure_progress()
+{
+	if (g_progress.started || g_progress.stopping)
+		return;
+	if (!g_progress.hooks) {
+		g_progress.hooks = true;
+		atexit(stop_progress);
+		pthread_atfork(progress_prefork, progress_postfork_parent, progress_postfork_child);
+	}
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return;
+	for (Gsi *gi : g_gsi) {
+		epoll_event ev{};
+		ev.events = EPOLLIN;
+		ev.data.ptr = gi;
+		epoll_ctl(ep, EPOLL_CTL_ADD, gi->ch->fd, &ev);
+	}
+	g_progress.ep = ep;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t th;
+	int e = pthread_create(&th, nullptr, progress_main, nullptr);
+	pthread_sigmask(SIG_SETMASK, &old, nullptr);
+	if (e != 0) {
+		cm::log::err("the CM's progress thread cannot start: %s", strerror(e));
+		close(ep);
+		g_progress.ep = -1;
+		return;
+	}
+	pthread_detach(th);
+	g_progress.started = true;
+}
+
 Gsi *gsi_for(int dev)
 {
 	for (Gsi *g : g_gsi)
-		if (g->dev == dev)
+		if (g->dev == dev) {
+			ensure_progress(); // (a fork() child's first use)
 			return g;
+		}
 	auto *g = new (std::nothrow) Gsi;
 	if (!g)
 		return nullptr;
@@ -2503,6 +2632,13 @@ Gsi *gsi_for(int dev)
 	} catch (...) {
 		return nullptr; // kept (in g_gsi or leaked with the process's context)
 	}
+	if (g_progress.started) {
+		epoll_event ev{};
+		ev.events = EPOLLIN;
+		ev.data.ptr = g;
+		epoll_ctl(g_progress.ep, EPOLL_CTL_ADD, g->ch->fd, &ev);
+	}
+	ensure_progress();
 	return g;
 }
 
