@@ -2206,15 +2206,17 @@ public:
 			// the kernel's CM does as soon as its DREP comes back, without
 			// waiting for the peer process to run.
 			if (s->mad) {
-				// Sent twice at once, then again until DREP comes: a
-				// process that exits right after (as most do) sends it
-				// no more, so one lost datagram should not lose it.
+				// The IB CM, as the kernel's: DISCONNECTED when DREP
+				// comes (or DREQ crosses the peer's), or when the
+				// DREQ's tries run out; until then the progress thread
+				// sends it again, so a program that waits for the event
+				// before it exits (as most do) does not take a lost
+				// DREQ with it. Sent twice at once.
 				mad::Mad r = mad_for(s, mad::Attr::dreq);
 				r.qpn = s->peer.qpn;
 				mad_send(s, r, false);
 				mad_send(s, r, true);
-				post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
-				s->st = St::disconnected;
+				s->st = St::dreq_sent;
 				return 0;
 			}
 			Message m;
@@ -2967,7 +2969,8 @@ void on_mad(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer
 		}
 		return;
 	case mad::Attr::dreq:
-		if (s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd) {
+		if (s->st == St::connected || s->st == St::rep_sent || s->st == St::rep_rcvd ||
+		    s->st == St::dreq_sent) { // (dreq_sent: DREQs crossed)
 			mad_stop(s);
 			mad::Mad r = mad_for(s, mad::Attr::drep);
 			r.tid = m.tid;
@@ -2979,6 +2982,10 @@ void on_mad(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer
 	case mad::Attr::drep:
 		if (s->retx && s->last.attr == mad::Attr::dreq)
 			mad_stop(s);
+		if (s->st == St::dreq_sent) {
+			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+			s->st = St::disconnected;
+		}
 		return;
 	default:
 		return; // SIDR is not carried on QP1 yet
