@@ -119,8 +119,11 @@ ov_wait_listen() {
         # PID is timeout(1), the server is its child.
         local child=""
         read -r child _ <"/proc/$pid/task/$pid/children" 2>/dev/null
-        [ -n "$child" ] && rdma res show cm_id 2>/dev/null |
-          grep -qE "state LISTEN.* pid $child( |$)" && return 0 ;;
+        # The kernel shows LISTEN before its IB CM listens for the service
+        # ID (rdma_listen sets the state first): a REQ in between gets REJ 8
+        # (invalid service ID), seen under TCG on a loaded host; a moment more.
+        if [ -n "$child" ] && rdma res show cm_id 2>/dev/null |
+          grep -qE "state LISTEN.* pid $child( |$)"; then ov_sleep 1; return 0; fi ;;
     esac
     ov_sleep 0.1
   done
