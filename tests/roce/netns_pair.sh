@@ -114,6 +114,11 @@ if [ -n "${OVROCE_CM:-}" ]; then
     i=$((i + 1)); [ $i -lt 400 ] || break
     sleep 0.05
   done
+  # The socket reserves the port at rdma_bind_addr; rdma_listen follows.
+  # QP1's MADs are handled at once (the CM's progress thread), so a REQ
+  # that came in between would get REJ 8 (invalid service ID), as from the
+  # kernel's CM: a moment for the listen.
+  sleep 1
   if [ -n "${OVROCE_MALFORMED_MAD:-}" ]; then
     # Malformed CM MADs to the server's QP1 before the client connects:
     # each dropped and counted (VERBS_LOG_LEVEL=3 logs each drop).

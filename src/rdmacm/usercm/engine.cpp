@@ -2729,6 +2729,9 @@ void mad_stop(SoftId *s)
 
 // A REQ: a duplicate (REP sent again), or a new connection for a listener
 // of its service ID and address (CONNECT_REQUEST), or REJ "invalid service ID".
+// REQs that found no listener, by requester: when first seen (on_mad_req).
+std::unordered_map<uint64_t, uint64_t> g_unheard;
+
 void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer[16])
 {
 	bool sidr = m.attr == mad::Attr::sidr_req;
@@ -2782,6 +2785,20 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 		rej.service_id = m.service_id;
 	}
 	if (!l) {
+		// No listener (yet): the progress thread takes MADs at once, so a
+		// REQ can come before the application's rdma_listen (or between a
+		// listener's destroy and the next one's listen, as perftest -R
+		// does). The first 2 s of a request (by the requester's
+		// communication ID and GID) get no answer, the requester sends REQ
+		// again each second; after that REJ 8 (invalid service ID).
+		uint64_t now = now_ns();
+		for (auto it = g_unheard.begin(); it != g_unheard.end();)
+			it = now - it->second > 10 * kMadRetryNs ? g_unheard.erase(it) : std::next(it);
+		uint64_t key = uint64_t(m.local_id) << 32 ^ std::hash<std::string>()(
+			std::string(reinterpret_cast<const char *>(peer), 16));
+		auto seen = g_unheard.emplace(key, now).first;
+		if (now - seen->second < 2 * kMadRetryNs && g_unheard.size() < 4096)
+			return;
 		rej.reason = kRejInvalidServiceId;
 		rej.status = kSidrUnsupported;
 		if (sidr)
