@@ -4,9 +4,6 @@
 #include <cstdint>
 #include <cstring>
 #include <zlib.h>
-#ifdef OPENVERBS_HAVE_ISAL
-#include <isa-l/crc.h>
-#endif
 
 namespace ovroce {
 
@@ -328,26 +325,16 @@ size_t pseudo_header(const IpMeta &ip, size_t n, uint8_t *h, size_t *id_at)
 	return size_t(q - h);
 }
 
-// CRC-32 of p[0..n) continued from c (0 to start): ISA-L's when built with
-// it (the same reflected CRC as zlib's crc32, chained the same way), else
-// zlib's.
-inline uint32_t crc_more(uint32_t c, const uint8_t *p, size_t n)
-{
-#ifdef OPENVERBS_HAVE_ISAL
-	return crc32_gzip_refl(c, p, n);
-#else
-	return uint32_t(crc32(c, p, uInt(n)));
-#endif
-}
-
 uint32_t crc_with(const uint8_t *h, size_t hl, const uint8_t *p, size_t n)
 {
 	uint8_t bth[kBthBytes];
 	memcpy(bth, p, kBthBytes);
 	bth[4] = 0xff; // FECN, BECN, reserved
-	uint32_t c = crc_more(0, h, hl);
-	c = crc_more(c, bth, kBthBytes);
-	return crc_more(c, p + kBthBytes, n - kBthBytes);
+	uLong c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, h, uInt(hl));
+	c = crc32(c, bth, kBthBytes);
+	c = crc32(c, p + kBthBytes, uInt(n - kBthBytes));
+	return uint32_t(c);
 }
 
 } // namespace
