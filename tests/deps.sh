@@ -3,7 +3,7 @@
 # Safe to run again: apt-get skips what is already there.
 set -e
 PKGS="cmake g++ gcc make pkg-config python3 git
-  libnl-3-dev libnl-route-3-dev zlib1g-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libnl-3-dev libnl-route-3-dev zlib1g-dev libisal2 libgtest-dev libgmock-dev googletest libbenchmark-dev
   ibverbs-utils ibverbs-providers libibverbs1 libibverbs-dev librdmacm1 librdmacm-dev rdmacm-utils perftest python3-pyverbs fio libfabric-bin qperf
   libibumad3 libibumad-dev ibsim-utils opensm infiniband-diags
   qemu-system-x86 busybox-static kmod cpio iproute2

@@ -252,6 +252,7 @@ static int open_socket(RoceCtx *rc)
 	bool offload = !off || strcmp(off, "0") != 0;
 	rc->gso = offload;
 	rc->gro = offload && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	softlog(4, "%s: ICRC computed with %s's CRC-32", rc->ifname, ovroce::crc_name());
 	// One socket per interface: bound to the device, so that each
 	// interface of a namespace can have its own port 4791 (Linux 5.7 and
 	// later allow this without privileges).

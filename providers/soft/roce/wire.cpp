@@ -330,11 +330,10 @@ uint32_t crc_with(const uint8_t *h, size_t hl, const uint8_t *p, size_t n)
 	uint8_t bth[kBthBytes];
 	memcpy(bth, p, kBthBytes);
 	bth[4] = 0xff; // FECN, BECN, reserved
-	uLong c = crc32(0L, Z_NULL, 0);
-	c = crc32(c, h, uInt(hl));
-	c = crc32(c, bth, kBthBytes);
-	c = crc32(c, p + kBthBytes, uInt(n - kBthBytes));
-	return uint32_t(c);
+	const CrcFn more = crc_function();
+	uint32_t c = more(0, h, hl);
+	c = more(c, bth, kBthBytes);
+	return more(c, p + kBthBytes, n - kBthBytes);
 }
 
 } // namespace

@@ -202,6 +202,17 @@ inline uint8_t pad_for(uint32_t len) { return uint8_t((4 - (len & 3)) & 3); }
 // A UDP socket never shows the IP header. The fields it does not report are
 // known (version, lengths, protocol) or masked, except IPv4's identification
 // (and flags: RoCE v2 sends with Don't Fragment). See icrc_check.
+// CRC-32 of p[0..n) continued from c (0 starts one): the reflected CRC of
+// the Ethernet polynomial, chained as zlib's crc32 chains.
+using CrcFn = uint32_t (*)(uint32_t c, const uint8_t *p, uint64_t n);
+// The one the ICRC uses (crc.cpp): ISA-L's crc32_gzip_refl when
+// libisal.so.2 loads and agrees with zlib on a probe, else zlib's crc32;
+// OPENVERBS_SOFT_ROCE_CRC=zlib forces zlib. crc_name says which ("isa-l",
+// "zlib"); crc_zlib is zlib's, for comparisons.
+CrcFn crc_function();
+const char *crc_name();
+CrcFn crc_zlib();
+
 struct IpMeta {
 	bool v6 = false;
 	uint8_t src[16] = {}; // IPv4: the first 4 bytes

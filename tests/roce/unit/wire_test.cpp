@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -345,4 +346,27 @@ TEST(RoceWire, MalformedPacketsAreRefusedWithTheirReason)
 	auto e = build(s, {}, ip);
 	e[1] |= 0x30;
 	EXPECT_EQ(decode(e.data(), e.size(), &o), D_PAD);
+}
+
+// The CRC the ICRC is computed with (crc.cpp): whichever was chosen (ISA-L's
+// when libisal.so.2 is installed) gives zlib's value for every length and
+// alignment, and chains as zlib chains.
+TEST(RoceIcrc, ChosenCrcEqualsZlibsAtEveryLengthAndSplit)
+{
+	const CrcFn chosen = crc_function(), zlib = crc_zlib();
+	std::mt19937 rng(4791);
+	std::vector<uint8_t> buf(9000 + 64);
+	for (auto &b : buf)
+		b = uint8_t(rng());
+	for (size_t n : {0u, 1u, 3u, 7u, 8u, 15u, 16u, 31u, 63u, 64u, 65u, 255u, 1024u, 1057u,
+			 4096u, 4133u, 9000u})
+		for (size_t off = 0; off < 16; off += 5) {
+			const uint8_t *p = buf.data() + off;
+			const uint32_t want = zlib(0, p, n);
+			EXPECT_EQ(chosen(0, p, n), want) << crc_name() << " n=" << n << " off=" << off;
+			const size_t cut = n / 3;
+			EXPECT_EQ(chosen(chosen(0, p, cut), p + cut, n - cut), want)
+				<< crc_name() << " n=" << n << " cut=" << cut;
+		}
+	std::printf("ICRC CRC-32: %s\n", crc_name());
 }
