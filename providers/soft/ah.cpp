@@ -7,8 +7,11 @@ namespace ovsoft {
 
 struct ibv_ah *soft_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
+	// An Ethernet port's address handles need the GRH (RoCE: GIDs are the
+	// addresses).
 	if (!pd || !attr || attr->port_num != 1 ||
-	    (attr->is_global && attr->grh.sgid_index >= kGidPopulated)) {
+	    (attr->is_global && attr->grh.sgid_index >= kGidPopulated) ||
+	    (!attr->is_global && to_sctx(pd->context)->eth)) {
 		errno = EINVAL;
 		return nullptr;
 	}

@@ -10,6 +10,7 @@
 // (objects.h).
 #include "objects.h"
 
+#include <strings.h>
 #include <sys/syscall.h>
 
 namespace ovsoft {
@@ -257,6 +258,8 @@ static int soft_query_device_ex(struct ibv_context *context,
 	a.tm_caps.max_sge = kTmMaxSge;
 	a.completion_timestamp_mask = ~uint64_t(0);
 	a.hca_core_clock = kDeviceClockKhz;
+	if (ctx->eth)
+		raw_caps(a);
 	size_t n = attr_size < sizeof(a) ? attr_size : sizeof(a);
 	memcpy(attr, &a, n);
 	return 0;
@@ -285,6 +288,15 @@ static int soft_query_port(struct ibv_context *context, uint8_t port, struct ibv
 	attr->active_speed = 64; // HDR
 	attr->phys_state = 5;    // LinkUp
 	attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	if (ctx->eth) {
+		// An Ethernet port: RoCE v2 addressing by GID, no subnet manager,
+		// no LID (the kernel reports a RoCE port the same way).
+		attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+		attr->lid = 0;
+		attr->sm_lid = 0;
+		attr->subnet_timeout = 0;
+		attr->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	}
 	return 0;
 }
 
@@ -334,7 +346,7 @@ static int hook_query_gid_entry(struct ibv_context *context, uint32_t port, uint
 	hook_query_gid(context, 1, int(index), &entry->gid);
 	entry->gid_index = index;
 	entry->port_num = port;
-	entry->gid_type = IBV_GID_TYPE_IB;
+	entry->gid_type = to_sctx(context)->eth ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
 	return 0;
 }
 
@@ -465,6 +477,13 @@ static const struct verbs_context_ops soft_ops = [] {
 	o.post_srq_recv = soft_post_srq_recv;
 	o.post_srq_ops = soft_post_srq_ops;
 	o.query_device_ex = soft_query_device_ex;
+	o.create_flow = soft_create_flow;
+	o.destroy_flow = soft_destroy_flow;
+	o.create_wq = soft_create_wq;
+	o.modify_wq = soft_modify_wq;
+	o.destroy_wq = soft_destroy_wq;
+	o.create_rwq_ind_table = soft_create_rwq_ind_table;
+	o.destroy_rwq_ind_table = soft_destroy_rwq_ind_table;
 	o.advise_mr = soft_advise_mr;
 	o.query_rt_values = soft_query_rt_values;
 	o.alloc_dm = soft_alloc_dm;
@@ -545,6 +564,7 @@ static struct verbs_context *soft_alloc_context(struct ibv_device *ibdev, int cm
 	// The allocation is zeroed; construct the C++ members in place.
 	new (&ctx->stop) std::atomic<bool>(false);
 	ctx->index = sdev->index;
+	ctx->eth = sdev->eth && !sdev->roce_if[0];
 	ctx->async_wr = -1;
 	pthread_mutex_init(&ctx->lock, nullptr);
 	pthread_mutex_init(&ctx->wake_lock, nullptr);
@@ -632,6 +652,13 @@ static struct verbs_device *soft_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
 		return nullptr;
 	}
 	dev->index = index;
+	// RDMAV_SOFT_LINK_LAYER=ethernet: every soft device's port is an
+	// Ethernet port (openverbs-soft(7), "Ethernet link layer").
+	const char *ll = secure_getenv("RDMAV_SOFT_LINK_LAYER");
+	if (ll && !strcasecmp(ll, "ethernet"))
+		dev->eth = true;
+	else if (ll && *ll && strcasecmp(ll, "infiniband"))
+		softlog(1, "RDMAV_SOFT_LINK_LAYER=%s: not ethernet or infiniband, ignored", ll);
 	return &dev->vdev;
 }
 

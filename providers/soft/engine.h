@@ -231,6 +231,10 @@ static inline void complete_send(SoftQp *qp, const SoftWr &w, enum ibv_wc_status
 	complete_send(qp, w.wr_id, w.send_flags, send_wc_opcode(w.opcode), st, len);
 }
 
+// Raw packet QPs (raw.cpp): steers the frame src that raw packet QP qp
+// sends to the receive queues whose flow rules match it; the send's status.
+enum ibv_wc_status raw_send(SoftQp *qp, const Iov &src);
+
 // ------------------------------------------------------------------ responder (responder.cpp)
 
 struct Msg {

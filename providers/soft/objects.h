@@ -135,6 +135,8 @@ int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
 int soft_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
 int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+// The receive-only raw packet QP behind an ibv_wq (raw.cpp).
+struct ibv_qp *soft_create_wq_qp(SoftContext *ctx, struct ibv_qp_init_attr_ex *attr);
 
 // ah.cpp
 struct ibv_ah *soft_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);

@@ -54,17 +54,64 @@ static void qp_init_public(SoftQp *qp, SoftContext *ctx, struct ibv_qp_init_attr
 	pthread_cond_init(&q.cond, nullptr);
 }
 
-static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
+// The RSS part of a raw packet QP's creation attributes (rx_hash_conf and
+// rwq_ind_tbl, both or neither): 0, or EINVAL / EOPNOTSUPP.
+static int rss_check(SoftContext *ctx, const struct ibv_qp_init_attr_ex *a, bool *rss)
+{
+	const uint32_t both = IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+	uint32_t given = a->comp_mask & both;
+	*rss = given == both;
+	if (!given)
+		return 0;
+	if (given != both || !a->rwq_ind_tbl || a->rwq_ind_tbl->context != &ctx->vctx.context)
+		return EINVAL;
+	const struct ibv_rx_hash_conf &h = a->rx_hash_conf;
+	if (h.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ)
+		return EOPNOTSUPP;
+	if (h.rx_hash_key_len != kRssKeyLen || !h.rx_hash_key)
+		return EINVAL;
+	const uint64_t fields = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_IPV6 |
+				IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP |
+				IBV_RX_HASH_DST_PORT_TCP | IBV_RX_HASH_SRC_PORT_UDP |
+				IBV_RX_HASH_DST_PORT_UDP;
+	if (h.rx_hash_fields_mask & ~fields)
+		return EOPNOTSUPP;
+	// A QP hashes the ports of one transport only.
+	bool tcp = h.rx_hash_fields_mask & (IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP);
+	bool udp = h.rx_hash_fields_mask & (IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP);
+	if (tcp && udp)
+		return EINVAL;
+	return 0;
+}
+
+static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a, bool wq = false)
 {
 	enum ibv_qp_type t = a->qp_type;
 	if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_UD && t != IBV_QPT_XRC_SEND &&
-	    t != IBV_QPT_XRC_RECV) {
+	    t != IBV_QPT_XRC_RECV && !(t == IBV_QPT_RAW_PACKET && ctx->eth)) {
+		// Raw packet QPs need an Ethernet port (RDMAV_SOFT_LINK_LAYER).
 		errno = t == IBV_QPT_RAW_PACKET || t == IBV_QPT_DRIVER ? EOPNOTSUPP : EINVAL;
 		return nullptr;
 	}
-	if (a->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-				     IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+	uint32_t masks = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	if (t == IBV_QPT_RAW_PACKET)
+		masks = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_IND_TABLE |
+			IBV_QP_INIT_ATTR_RX_HASH;
+	if (a->comp_mask & ~masks) {
 		errno = EOPNOTSUPP;
+		return nullptr;
+	}
+	bool rss = false;
+	if (t == IBV_QPT_RAW_PACKET) {
+		if (int e = rss_check(ctx, a, &rss)) {
+			errno = e;
+			return nullptr;
+		}
+	}
+	if (rss && ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) || a->srq)) {
+		errno = EINVAL; // receive only, through its WQs
 		return nullptr;
 	}
 	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
@@ -75,8 +122,9 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}
-	bool has_sq = t != IBV_QPT_XRC_RECV;
-	bool has_rq = (t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD) && !a->srq;
+	bool has_sq = t != IBV_QPT_XRC_RECV && !wq && !rss;
+	bool has_rq = (t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD ||
+		       (t == IBV_QPT_RAW_PACKET && !rss)) && !a->srq;
 	struct ibv_pd *pd = (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : nullptr;
 	SoftXrcd *xrcd = nullptr;
 	if (t == IBV_QPT_XRC_RECV) {
@@ -90,11 +138,12 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 			return nullptr;
 		}
 	} else {
-		if (!pd || !a->send_cq || (t != IBV_QPT_XRC_SEND && !a->recv_cq)) {
+		if (!pd || (!rss && (!a->send_cq || (t != IBV_QPT_XRC_SEND && !a->recv_cq)))) {
 			errno = EINVAL;
 			return nullptr;
 		}
-		if (pd->context != &ctx->vctx.context || a->send_cq->context != pd->context ||
+		if (pd->context != &ctx->vctx.context ||
+		    (a->send_cq && a->send_cq->context != pd->context) ||
 		    (a->recv_cq && a->recv_cq->context != pd->context)) {
 			errno = EINVAL;
 			return nullptr;
@@ -105,9 +154,11 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 		c.max_recv_wr = 0;
 		c.max_recv_sge = 0;
 	}
-	if (t == IBV_QPT_XRC_RECV) {
+	if (t == IBV_QPT_XRC_RECV || wq || rss) {
 		c.max_send_wr = c.max_send_sge = c.max_inline_data = 0;
 	}
+	if (rss)
+		c.max_recv_wr = c.max_recv_sge = 0;
 	if (c.max_send_wr > kMaxQpWr || c.max_recv_wr > kMaxQpWr || c.max_send_sge > kMaxSge ||
 	    c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline) {
 		errno = EINVAL;
@@ -126,6 +177,13 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	qp->sq_guard = &qp->sq_busy;
 	qp->ctx = ctx;
 	qp->type = t;
+	qp->wq = wq;
+	if (rss) {
+		qp->rss = true;
+		qp->ind = reinterpret_cast<SoftIndTable *>(a->rwq_ind_tbl);
+		memcpy(qp->rss_key, a->rx_hash_conf.rx_hash_key, kRssKeyLen);
+		qp->rss_fields = a->rx_hash_conf.rx_hash_fields_mask;
+	}
 	uint32_t recv_sge = c.max_recv_sge ? c.max_recv_sge : 1;
 	RecvGeometry geo = recv_geometry(c.max_recv_wr, recv_sge);
 	// Buffers from the parent domain's allocator (or our own), in this
@@ -227,6 +285,8 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 				qp->lane = &qp->scq->lane;
 		}
 	}
+	if (qp->ind)
+		qp->ind->users.fetch_add(1);
 	if (qp->scq)
 		qp->scq->users.fetch_add(1);
 	if (qp->rcq)
@@ -264,6 +324,11 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a)
 	qp_link(ctx, qp);
 	ensure_thread(ctx);
 	return &qp->vqp.qp;
+}
+
+struct ibv_qp *soft_create_wq_qp(SoftContext *ctx, struct ibv_qp_init_attr_ex *attr)
+{
+	return qp_create(ctx, attr, true);
 }
 
 struct ibv_qp *soft_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -368,6 +433,8 @@ int soft_destroy_qp(struct ibv_qp *ibqp)
 	SoftQp *qp = to_sqp(ibqp);
 	SoftContext *ctx = qp->ctx;
 	Segment *seg = ctx->seg;
+	if (qp->flows.load())
+		return EBUSY; // flow rules still steer to it (ibv_destroy_flow first)
 	qp_unlink(ctx, qp);
 	qp_sq_lock(qp); // waits for a running progress step
 	qp_sq_unlock(qp);
@@ -399,6 +466,8 @@ int soft_destroy_qp(struct ibv_qp *ibqp)
 		}
 	}
 	shm_unlock(&seg->hdr->lock);
+	if (qp->ind)
+		qp->ind->users.fetch_sub(1);
 	if (qp->scq)
 		qp->scq->users.fetch_sub(1);
 	if (qp->rcq)
@@ -431,7 +500,7 @@ struct Transition {
 };
 
 // QP types as the table tells them apart (RC also stands for any other).
-enum Kind { K_UD, K_UC, K_RC, K_XI, K_XT, K_N };
+enum Kind { K_UD, K_UC, K_RC, K_XI, K_XT, K_RAW, K_N };
 
 static Kind kind_of(enum ibv_qp_type t)
 {
@@ -444,13 +513,15 @@ static Kind kind_of(enum ibv_qp_type t)
 		return K_XI;
 	case IBV_QPT_XRC_RECV:
 		return K_XT;
+	case IBV_QPT_RAW_PACKET:
+		return K_RAW;
 	default:
 		return K_RC;
 	}
 }
 
-// One allowed transition: the masks for UD, UC, RC, XRC_SEND, XRC_RECV
-// (a kind with kind_ok false may not take it).
+// One allowed transition: the masks for UD, UC, RC, XRC_SEND, XRC_RECV and
+// raw packet QPs (a kind with kind_ok false may not take it).
 struct TransitionRow {
 	bool valid;
 	Transition by_kind[K_N];
@@ -471,8 +542,10 @@ static constexpr std::array<std::array<TransitionRow, kQpStates>, kQpStates> mak
 			   DRAIN = IBV_QP_EN_SQD_ASYNC_NOTIFY;
 	std::array<std::array<TransitionRow, kQpStates>, kQpStates> t{};
 	// (UD, UC, RC, XRC_SEND, XRC_RECV) masks; every type may take it.
+	// Raw packet QPs: a port at INIT, nothing else (no address, no PSN);
+	// set below, each row starts with the UD masks.
 	auto row = [](Transition ud, Transition uc, Transition rc, Transition xi, Transition xt) {
-		return TransitionRow{true, {ud, uc, rc, xi, xt}, {true, true, true, true, true}};
+		return TransitionRow{true, {ud, uc, rc, xi, xt, ud}, {true, true, true, true, true, true}};
 	};
 	auto same = [&](Transition m) { return row(m, m, m, m, m); };
 	// Any state -> RESET or ERR, no attribute.
@@ -503,6 +576,14 @@ static constexpr std::array<std::array<TransitionRow, kQpStates>, kQpStates> mak
 	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_RC] = false;
 	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_XI] = false;
 	t[IBV_QPS_SQE][IBV_QPS_RTS].kind_ok[K_XT] = false;
+	t[IBV_QPS_RESET][IBV_QPS_INIT].by_kind[K_RAW] = {PO, 0};
+	t[IBV_QPS_INIT][IBV_QPS_INIT].by_kind[K_RAW] = {0, PO};
+	t[IBV_QPS_INIT][IBV_QPS_RTR].by_kind[K_RAW] = {0, 0};
+	t[IBV_QPS_RTR][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
+	t[IBV_QPS_RTS][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
+	t[IBV_QPS_SQD][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
+	t[IBV_QPS_SQD][IBV_QPS_SQD].by_kind[K_RAW] = {0, 0};
+	t[IBV_QPS_SQE][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
 	return t;
 }
 
@@ -633,6 +714,10 @@ int soft_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
 		return EINVAL;
 	if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1)
+		return EINVAL;
+	// An Ethernet port addresses by GID only (RoCE): no address vector
+	// without a GRH.
+	if ((mask & IBV_QP_AV) && ctx->eth && !attr->ah_attr.is_global)
 		return EINVAL;
 	if ((mask & IBV_QP_AV) && attr->ah_attr.is_global &&
 	    attr->ah_attr.grh.sgid_index >= kGidPopulated)

@@ -210,12 +210,26 @@ static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 	return EX_DONE;
 }
 
+// A raw packet QP's SEND: the gathered bytes are one Ethernet frame, which
+// the device's flow rules steer (raw.cpp); completes when steered.
+static ExecResult exec_raw(SoftQp *qp, SoftWr &w)
+{
+	Iov src;
+	enum ibv_wc_status st = resolve_local(qp, w, false, src);
+	if (st == IBV_WC_SUCCESS)
+		st = raw_send(qp, src);
+	complete_send(qp, w, st, 0);
+	return st == IBV_WC_SUCCESS ? EX_DONE : EX_FAILED;
+}
+
 static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 {
 	if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
 	if (qp->type == IBV_QPT_UD)
 		return exec_ud(qp, w);
+	if (qp->type == IBV_QPT_RAW_PACKET)
+		return exec_raw(qp, w);
 
 	bool rc = qp->type != IBV_QPT_UC;
 	uint32_t dqpn = qp->attr.dest_qp_num;
@@ -641,6 +655,9 @@ int convert_wr(SoftQp *qp, const struct ibv_send_wr *wr, SoftWr &w)
 	if (wr->num_sge && !wr->sg_list)
 		return EINVAL;
 	enum ibv_qp_type t = qp->type;
+	// A raw packet QP sends frames: SEND only, no immediate.
+	if (t == IBV_QPT_RAW_PACKET && wr->opcode != IBV_WR_SEND)
+		return EINVAL;
 	switch (wr->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:

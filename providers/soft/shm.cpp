@@ -538,6 +538,14 @@ const char *segment_tables_defect(const SegmentHeader *h)
 			if (qpn && (qpn < kQpnBase || qpn - kQpnBase >= kMaxQps))
 				return "multicast entry: QP number out of range";
 	}
+	for (const FlowEntry &f : h->flows) {
+		uint32_t u = f.in_use.load(std::memory_order_relaxed);
+		if (u > 1)
+			return "flow entry: bad state";
+		if (u && (ld(f.owner) >= kMaxProcs || ld(f.qp) >= kMaxQps ||
+			  ld(f.specs_len) > kFlowSpecBytes || ld(f.rss_log_size) > 6))
+			return "flow entry: out of range";
+	}
 	return nullptr;
 }
 
@@ -578,6 +586,7 @@ void segment_format(uint8_t *base, int index, uint32_t uid)
 	h->checksum = header_checksum(h);
 	shm_mutex_init(&h->lock);
 	shm_mutex_init(&h->atomic_lock);
+	shm_mutex_init(&h->flow_lock);
 	h->next_pd_id.store(1);
 	h->next_xrcd_id.store(1);
 	h->key_gen.store(1);
@@ -889,6 +898,13 @@ static void free_owned(Segment *seg, uint32_t p)
 			r.in_use = 0;
 		}
 	}
+	shm_lock(&h->flow_lock);
+	for (auto &f : h->flows)
+		if (f.in_use.load() && f.owner == p) {
+			f.generation++;
+			f.in_use.store(0);
+		}
+	shm_unlock(&h->flow_lock);
 	for (auto &g : h->mcast) {
 		if (!g.in_use)
 			continue;

@@ -25,7 +25,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 13;
+inline constexpr uint32_t kLayoutVersion = 14;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -38,6 +38,7 @@ inline constexpr uint32_t kMaxXrcdRefs = 2048;
 inline constexpr uint32_t kMaxMcast = 256;
 inline constexpr uint32_t kMaxQpHandleRefs = 4096; // (XRC_RECV QP, process) pairs
 inline constexpr uint32_t kMaxMcastAttach = 16; // QPs per multicast group
+inline constexpr uint32_t kMaxFlows = 256;      // flow steering rules (raw.cpp)
 inline constexpr uint32_t kQpnBase = 0x20;      // QP numbers are slot + base
 inline constexpr uint32_t kSrqnBase = 0x20;
 inline constexpr uint64_t kArenaSize = 256ull << 20; // sparse: pages are touched on use
@@ -246,6 +247,34 @@ struct QpHandleRef {
 	uint32_t count; // handles of that process
 };
 
+// ---- Flow steering of raw packet QPs (raw.cpp): one rule of
+// ibv_create_flow(3), kept so that any process of the device that sends a
+// frame can steer it. Like everything in the segment, data: raw.cpp walks
+// `specs` with bounds checks of its own and checks every slot it names.
+inline constexpr uint32_t kFlowSpecBytes = 448; // the rule's specs, as given
+inline constexpr uint32_t kRssMaxTable = 64;    // rss_caps.max_rwq_indirection_table_size
+inline constexpr uint32_t kRssKeyLen = 40;      // Toeplitz key bytes
+
+struct FlowEntry {
+	std::atomic<uint32_t> in_use; // 0 free, 1 live
+	uint32_t generation;
+	uint32_t owner;      // process slot
+	uint32_t qp;         // QP slot of the raw packet QP it steers to
+	uint32_t type;       // enum ibv_flow_attr_type
+	uint32_t priority;
+	uint32_t num_specs;
+	uint32_t specs_len;  // bytes used in specs
+	// The QP is an RSS QP: frames go to rss_wq[hash mod table size], the
+	// Toeplitz hash (key rss_key) of the header fields rss_fields names
+	// (enum ibv_rx_hash_fields). Slots of the WQs' queues.
+	uint32_t rss;
+	uint32_t rss_log_size;
+	uint64_t rss_fields;
+	uint8_t rss_key[kRssKeyLen];
+	uint32_t rss_wq[kRssMaxTable];
+	alignas(8) uint8_t specs[kFlowSpecBytes];
+};
+
 struct McastEntry {
 	uint32_t in_use;
 	uint16_t lid;
@@ -278,6 +307,8 @@ struct SegmentHeader {
 	XrcdRef xrcd_refs[kMaxXrcdRefs];
 	McastEntry mcast[kMaxMcast];
 	QpHandleRef qp_refs[kMaxQpHandleRefs];
+	ShmMutex flow_lock;  // the flow table against senders steering frames
+	FlowEntry flows[kMaxFlows];
 };
 
 // ---- Rings: bounded multi-producer / multi-consumer queues (per-cell

@@ -73,7 +73,19 @@ struct SoftDevice {
 	struct verbs_device vdev;
 	int index; // soft<index>; RoCE devices: kRoceIndexBase + N for sroce<N>
 	char roce_if[16]; // RoCE v2 device (roce/): its network interface, "" otherwise
+	// soft<index>'s port has an Ethernet link layer (RDMAV_SOFT_LINK_LAYER,
+	// read when the device is listed): RoCE v2 addressing (GRH required,
+	// no LID) and raw packet QPs (raw.cpp).
+	bool eth;
 };
+
+// Raw packet QPs (raw.cpp): the largest frame a raw packet QP sends or a
+// receive buffer is offered (an Ethernet frame of a 9000-byte MTU with a
+// VLAN tag), the smallest (an Ethernet header).
+inline constexpr uint32_t kRawMaxFrame = 9018;
+inline constexpr uint32_t kRawMinFrame = 14;
+// Indirection tables per context (rss_caps.max_rwq_indirection_tables).
+inline constexpr uint32_t kMaxIndTables = 256;
 
 // RoCE v2 devices (providers/soft/roce/): the transport state of a context
 // and of a QP. Null on the shared-memory devices.
@@ -102,6 +114,8 @@ struct SoftContext {
 	SoftTd *dead_tds;   // freed thread domains (under lock; freed at close)
 	SoftContext *next_ctx; // global list (exit handler)
 	RoceCtx *roce;         // RoCE v2 device: its transport (roce/roce.h)
+	bool eth;              // the port's link layer is Ethernet (SoftDevice::eth)
+	std::atomic<uint32_t> ind_tables; // live indirection tables (kMaxIndTables)
 };
 
 struct SoftPd {
@@ -381,6 +395,32 @@ struct SoftQp {
 	uint32_t fatal_seen;
 	SoftQp *next;
 	RoceQp *roce;         // RoCE v2 device: the QP's transport (roce/roce.h)
+	// Raw packet QPs (raw.cpp). wq: the receive queue of an ibv_wq (no
+	// send queue; ibv_modify_wq moves it). rss: a receive-only QP that
+	// spreads what its flows steer over an indirection table's WQs.
+	bool wq;
+	bool rss;
+	struct SoftIndTable *ind;
+	uint8_t rss_key[kRssKeyLen];
+	uint64_t rss_fields;
+	std::atomic<int> flows; // live flow rules steering to this QP
+};
+
+// An ibv_wq (raw.cpp): a receive queue, kept as a QP slot of its own
+// without a send queue, so that frames reach it as they reach a raw packet
+// QP's receive queue.
+struct SoftWq {
+	struct ibv_wq wq;
+	SoftQp *qp;
+	std::atomic<int> users; // indirection tables naming it
+};
+
+// An ibv_rwq_ind_table: 2^log_size WQs (process-local; flows copy it).
+struct SoftIndTable {
+	struct ibv_rwq_ind_table t;
+	uint32_t log_size;
+	SoftWq *wqs[kRssMaxTable];
+	std::atomic<int> users; // RSS QPs using it
 };
 
 // sq_count is changed under the send-queue guard only, but the progress
@@ -562,6 +602,22 @@ struct ibv_mr *soft_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off
 			      size_t length, unsigned int access);
 // A DM region deregistered: its device memory has one user less.
 void dm_mr_gone(SoftDm *dm);
+// raw.cpp: raw packet QPs, flow steering, WQs and RSS.
+struct ibv_flow *soft_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *attr);
+int soft_destroy_flow(struct ibv_flow *flow);
+struct ibv_wq *soft_create_wq(struct ibv_context *context, struct ibv_wq_init_attr *attr);
+int soft_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr);
+int soft_destroy_wq(struct ibv_wq *wq);
+struct ibv_rwq_ind_table *soft_create_rwq_ind_table(struct ibv_context *context,
+						   struct ibv_rwq_ind_table_init_attr *attr);
+int soft_destroy_rwq_ind_table(struct ibv_rwq_ind_table *t);
+// The raw_packet_caps, rss_caps and max_wq_type_rq of ibv_query_device_ex
+// (an Ethernet port's device only).
+void raw_caps(struct ibv_device_attr_ex &a);
+// The Toeplitz hash of `len` bytes of input under key (at least len + 4
+// bytes), as RSS computes it.
+uint32_t toeplitz_hash(const uint8_t *key, size_t key_len, const uint8_t *in, size_t len);
+
 // The shared-memory device's operations (context.cpp): RoCE contexts start from
 // them and replace the transport's (roce/device.cpp).
 const struct verbs_context_ops &soft_context_ops();
