@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <netinet/in.h>
 #include <cstring>
 
 namespace ovsoft {
@@ -148,7 +149,10 @@ static ExecResult exec_ud(SoftQp *qp, SoftWr &w)
 		grh[3] = vtf;
 		grh[4] = uint8_t(src.len >> 8);
 		grh[5] = uint8_t(src.len);
-		grh[6] = 0x1b; // next header: IBA
+		// Next header: IBA; on an Ethernet port UDP, as the IPv6 header of
+		// a RoCE v2 datagram says (ibv_init_ah_from_wc(3) tells the GID
+		// type by it).
+		grh[6] = qp->ctx->eth ? IPPROTO_UDP : 0x1b;
 		grh[7] = w.ah.grh.hop_limit;
 		uint64_t guid = device_guid(qp->ctx->index);
 		grh[8] = 0xfe;

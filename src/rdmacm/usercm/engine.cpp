@@ -27,6 +27,7 @@
 #include <csignal>
 #include <random>
 #include <string>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
@@ -226,6 +227,33 @@ const SoftDevices &soft_devices()
 }
 
 bool is_roce(int dev) { return dev >= kRoceDeviceBase; }
+
+// soft<N> devices with an Ethernet port (RDMAV_SOFT_LINK_LAYER=ethernet, the
+// setting the soft provider reads when it lists them): addresses are GIDs,
+// so the CM's address vectors towards them carry a global route.
+bool soft_eth()
+{
+	static const bool eth = [] {
+		const char *v = ov::secure_env("RDMAV_SOFT_LINK_LAYER");
+		return v && !strcasecmp(v, "ethernet");
+	}();
+	return eth;
+}
+
+// The address vector towards soft port p: by LID, or by GID on Ethernet.
+void soft_ah(const Port &p, ibv_ah_attr &ah)
+{
+	ah.port_num = 1;
+	if (!soft_eth()) {
+		ah.dlid = p.lid;
+		return;
+	}
+	ah.dlid = 0;
+	ah.is_global = 1;
+	memcpy(ah.grh.dgid.raw, p.gid, 16);
+	ah.grh.sgid_index = 0;
+	ah.grh.hop_limit = 1;
+}
 
 bool have_device(int dev)
 {
@@ -1196,7 +1224,7 @@ void on_message(SoftId *s, const Message &m)
 				e.status = -EADDRNOTAVAIL;
 			} else if (!m.status) {
 				if (!is_roce(s->device))
-					e.ud.ah_attr.dlid = m.port.lid;
+					soft_ah(m.port, e.ud.ah_attr);
 				e.ud.ah_attr.port_num = 1;
 				e.ud.qp_num = m.qpn;
 				e.ud.qkey = m.qkey;
@@ -1563,8 +1591,7 @@ int qp_attr(SoftId *s, ibv_qp_attr &a, int &mask)
 			if (!roce_ah(s, a.ah_attr))
 				return EADDRNOTAVAIL;
 		} else {
-			a.ah_attr.dlid = s->peer.port.lid;
-			a.ah_attr.port_num = 1;
+			soft_ah(s->peer.port, a.ah_attr);
 		}
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		// Responder attributes for the QPs that answer RDMA READs and
