@@ -1,5 +1,5 @@
 #!/bin/sh
-# pyverbs_suite.sh [--user USER] [--min-ok N] [--min-ok-user N] LIBDIR [WORKDIR]
+# pyverbs_suite.sh [--eth] [--user USER] [--min-ok N] [--min-ok-user N] LIBDIR [WORKDIR]
 #
 # rdma-core's own test suite as the distribution ships it (python3-pyverbs:
 # /usr/share/doc/rdma-core/tests, unmodified; Debian gzips the larger files,
@@ -39,6 +39,15 @@
 # tree under a root-only folder is out of its reach) and the suite in a
 # work folder of USER's; WORKDIR then receives the log.
 #
+# --eth: soft0 gets an Ethernet port (RDMAV_SOFT_LINK_LAYER=ethernet:
+# RoCE v2 GIDs, raw packet QPs, flow steering, RSS; openverbs-soft(7)), and
+# the run without root maps the user to uid 0 of its user namespace
+# (unshare --map-root-user) instead of keeping their uid: the suite asks for
+# euid 0 before it tries raw packet QPs ("Must be run by root on Ethernet
+# link layer"), which the device itself does not need. The suite still runs
+# with every capability dropped, and nothing outside the namespace is
+# reachable as root. As root, --eth runs as root with the Ethernet port.
+#
 # Passes when the suite ran and reports no failure and no error, and at
 # least N tests passed: --min-ok N when it runs as root, --min-ok-user N
 # when it runs without root (default 0). Prints the counts and each skipped
@@ -46,9 +55,10 @@
 # (default: a temporary folder, removed).
 set -u
 if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
-  as_user= min_ok=0 min_ok_user=0
+  as_user= min_ok=0 min_ok_user=0 eth=
   while [ $# -gt 0 ]; do
     case $1 in
+      --eth) eth=--eth; shift ;;
       --user) as_user=$2; shift 2 ;;
       --min-ok) min_ok=$2; shift 2 ;;
       --min-ok-user) min_ok_user=$2; shift 2 ;;
@@ -68,7 +78,7 @@ if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
       { echo "FAIL: cannot stage the libraries and scripts for $as_user"; exit 1; }
     setpriv --reuid="$as_user" --regid="$(id -g "$as_user")" --clear-groups --reset-env \
       env PATH="$PATH" HOME="$stage/work" OV_PYVERBS_TESTS="${OV_PYVERBS_TESTS:-}" \
-      sh "$stage/soft/pyverbs_suite.sh" --min-ok-user "$min_ok_user" "$stage/lib" "$stage/work/run"
+      sh "$stage/soft/pyverbs_suite.sh" $eth --min-ok-user "$min_ok_user" "$stage/lib" "$stage/work/run"
     rc=$?
     if [ -n "${2:-}" ]; then mkdir -p "$2" && cp "$stage/work/run/pyverbs.log" "$2/"; fi
     exit $rc
@@ -102,13 +112,16 @@ if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
   [ -f "$src/run_tests.py" ] || { echo "FAIL: rdma-core's tests not installed (python3-pyverbs, tests/deps.sh)"; exit 1; }
   rm -rf "$work/tests" && cp -r "$src" "$work/tests" && find "$work/tests" -name '*.gz' -exec gunzip -f {} +
   export OV_PYVERBS_SUITE_INNER=1 OV_LIB="$lib" OV_WORK="$work" OV_HERE="$(cd "$(dirname "$0")" && pwd)"
+  export OV_ETH="$eth"
   if [ "$(id -u)" = 0 ]; then
     export OV_USERNS= OV_MIN_OK="$min_ok"
     unshare --mount --propagation private sh "$0"
     exit $?
   fi
   export OV_USERNS=1 OV_MIN_OK="$min_ok_user"
-  userns="unshare --user --map-current-user --keep-caps --mount --propagation private"
+  map=--map-current-user
+  [ -z "$eth" ] || map=--map-root-user
+  userns="unshare --user $map --keep-caps --mount --propagation private"
   if ! $userns true 2>/dev/null; then
     echo "SKIP: without root the run needs a user namespace, which this kernel refuses ($userns)"
     exit 77
@@ -118,6 +131,7 @@ if [ "${OV_PYVERBS_SUITE_INNER:-}" != 1 ]; then
 fi
 
 export LD_LIBRARY_PATH="$OV_LIB" RDMAV_SOFT_DEVICES=1
+[ -z "$OV_ETH" ] || export RDMAV_SOFT_LINK_LAYER=ethernet
 log=$OV_WORK/pyverbs.log
 mount -t tmpfs tmpfs /dev/shm || { echo "FAIL: no private /dev/shm"; exit 1; }
 sh "$OV_HERE/sysfs-view.sh" --net lo || { echo "FAIL: sysfs entries for soft0"; exit 1; }
@@ -131,7 +145,7 @@ cd "$OV_WORK"
 # user namespace's mounts.
 drop=
 [ -z "$OV_USERNS" ] || drop="setpriv --inh-caps=-all --ambient-caps=-all --bounding-set=-all"
-echo "suite runs as $(id -un) (uid $(id -u))${drop:+, no capabilities}"
+echo "suite runs as $(id -un) (uid $(id -u))${drop:+, no capabilities}${OV_ETH:+, soft0 with an Ethernet port}"
 timeout 1200 $drop /usr/bin/python3 tests/run_tests.py --dev soft0 -v ${OV_PYVERBS_TESTS:-} > "$log" 2>&1
 rc=$?
 ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in.*/\1/p' "$log")
