@@ -289,12 +289,6 @@ static uint32_t rss_hash(const FlowEntry &f, const FrameView &v)
 
 // ------------------------------------------------------------------ steering
 
-// Where one matching rule sends a frame: a QP slot, or (RSS) a WQ slot
-// chosen by the hash.
-struct Target {
-	uint32_t qp;
-};
-
 static bool multicast_mac(const FrameView &v) { return v.dst_mac[0] & 1; }
 
 enum ibv_wc_status raw_send(SoftQp *qp, const Iov &src)
@@ -312,13 +306,15 @@ enum ibv_wc_status raw_send(SoftQp *qp, const Iov &src)
 	FrameView v = parse_frame(hdr, hn);
 	Segment *seg = qp->ctx->seg;
 	SegmentHeader *h = seg->hdr;
-	Target out[kMaxFlows];
+	// The receive queues (QP slots) the frame goes to: a rule's QP, or for
+	// an RSS rule the WQ its hash picks; one copy each.
+	uint32_t out[kMaxFlows];
 	uint32_t nout = 0;
 	auto add = [&](uint32_t s) {
 		for (uint32_t i = 0; i < nout; i++)
-			if (out[i].qp == s)
-				return; // one copy per receive queue
-		out[nout++] = Target{s};
+			if (out[i] == s)
+				return;
+		out[nout++] = s;
 	};
 	auto target_of = [&](const FlowEntry &f) -> uint32_t {
 		if (!f.rss)
@@ -362,7 +358,7 @@ enum ibv_wc_status raw_send(SoftQp *qp, const Iov &src)
 	m.byte_len = uint32_t(src.len);
 	m.opcode = IBV_WC_RECV;
 	for (uint32_t i = 0; i < nout; i++) {
-		uint32_t s = out[i].qp;
+		uint32_t s = out[i];
 		if (s >= kMaxQps)
 			continue;
 		QpEntry &d = h->qps[s];
