@@ -579,7 +579,7 @@ static constexpr std::array<std::array<TransitionRow, kQpStates>, kQpStates> mak
 	t[IBV_QPS_RESET][IBV_QPS_INIT].by_kind[K_RAW] = {PO, 0};
 	t[IBV_QPS_INIT][IBV_QPS_INIT].by_kind[K_RAW] = {0, PO};
 	t[IBV_QPS_INIT][IBV_QPS_RTR].by_kind[K_RAW] = {0, 0};
-	t[IBV_QPS_RTR][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
+	t[IBV_QPS_RTR][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS | SP}; // a PSN means nothing here
 	t[IBV_QPS_RTS][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
 	t[IBV_QPS_SQD][IBV_QPS_RTS].by_kind[K_RAW] = {0, CS};
 	t[IBV_QPS_SQD][IBV_QPS_SQD].by_kind[K_RAW] = {0, 0};
