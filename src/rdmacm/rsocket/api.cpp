@@ -8,6 +8,14 @@
 // out-of-range lengths and `how` values EINVAL, data calls on an rsocket
 // that never connected ENOTCONN, rsendto with an address on a stream
 // EISCONN (as rdma-core).
+//
+// Datagram rsockets (dgram.h) as rdma-core 44's, and where it crashes or
+// overruns: rsend/rsendto without an address on an unconnected socket
+// EDESTADDRREQ, a datagram larger than a peer's 2048-byte slot holds
+// EMSGSIZE, rlisten/raccept EOPNOTSUPP, riomap/riounmap/riowrite EINVAL;
+// rsendmsg/rsendv gather and rrecvmsg/rreadv scatter one datagram (with
+// msg_name and MSG_TRUNC), and MSG_TRUNC in the flags returns a datagram's
+// full length, as for a UDP socket.
 #include "rsocket.h"
 
 #include <rdma/rsocket.h>
@@ -62,9 +70,40 @@ bool bad_msghdr(const msghdr *msg)
 	return false;
 }
 
+// A datagram rsocket's data calls: -1/errno or the Dgram's answer.
+ssize_t dgram_recv(RSocket *rs, const iovec *iov, int iovcnt, int flags, sockaddr *src,
+		   socklen_t *srclen, int *out_flags)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return fail<ssize_t>(EINVAL);
+	if (iovcnt && !iov)
+		return fail<ssize_t>(EFAULT);
+	for (int i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return fail<ssize_t>(EFAULT);
+	return rs->dgram()->recv(iov, iovcnt, flags, src, srclen, out_flags, rs->nonblocking(flags));
+}
+
+ssize_t dgram_send(RSocket *rs, const iovec *iov, int iovcnt, int flags, const sockaddr *dst,
+		   socklen_t dstlen)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX - 1)
+		return fail<ssize_t>(EINVAL);
+	if (iovcnt && !iov)
+		return fail<ssize_t>(EFAULT);
+	try {
+		return rs->dgram()->send(iov, iovcnt, flags, dst, dstlen, rs->nonblocking(flags));
+	} catch (const std::bad_alloc &) {
+		return fail<ssize_t>(ENOMEM);
+	}
+}
+
 ssize_t do_recv(int socket, const iovec *iov, int iovcnt, int flags)
 {
-	RSocket *rs = nullptr;
+	RSocket *rs = lookup(socket);
+	if (rs && rs->dgram())
+		return dgram_recv(rs, iov, iovcnt, flags, nullptr, nullptr, nullptr);
+	rs = nullptr;
 	Stream *s = data_stream(socket, iov, iovcnt, flags, rs);
 	if (!s)
 		return -1;
@@ -87,7 +126,10 @@ ssize_t do_recv(int socket, const iovec *iov, int iovcnt, int flags)
 
 ssize_t do_send(int socket, const iovec *iov, int iovcnt, int flags)
 {
-	RSocket *rs = nullptr;
+	RSocket *rs = lookup(socket);
+	if (rs && rs->dgram())
+		return dgram_send(rs, iov, iovcnt, flags, nullptr, 0);
+	rs = nullptr;
 	Stream *s = data_stream(socket, iov, iovcnt, flags, rs);
 	if (!s)
 		return -1;
@@ -104,8 +146,6 @@ OV_RS_EXPORT int rsocket(int domain, int type, int protocol)
 	    (kind == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
 	    (kind == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
 		return fail<int>(ENOTSUP);
-	if (kind == SOCK_DGRAM)
-		return fail<int>(ENOTSUP); // datagram rsockets: not provided yet
 	try {
 		auto rs = std::make_shared<RSocket>(domain, kind, tunables().defaults);
 		rs->fd_flags = (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;
@@ -192,6 +232,9 @@ OV_RS_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 	if (src_addr && !addrlen)
 		return fail<ssize_t>(EFAULT);
 	iovec v = {buf, len};
+	RSocket *rs = lookup(socket);
+	if (rs && rs->dgram())
+		return dgram_recv(rs, &v, 1, flags, src_addr, addrlen, nullptr);
 	ssize_t n = do_recv(socket, &v, 1, flags);
 	if (n > 0 && src_addr) {
 		if (auto rs = lookup(socket))
@@ -204,6 +247,16 @@ OV_RS_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 {
 	if (bad_msghdr(msg))
 		return -1;
+	RSocket *rs = lookup(socket);
+	if (rs && rs->dgram()) {
+		int out = 0;
+		socklen_t *nl = msg->msg_name ? &msg->msg_namelen : nullptr;
+		ssize_t n = dgram_recv(rs, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+				       static_cast<sockaddr *>(msg->msg_name), nl, &out);
+		if (n >= 0)
+			msg->msg_flags = out;
+		return n;
+	}
 	ssize_t n = do_recv(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 	if (n >= 0) {
 		msg->msg_flags = 0;
@@ -234,8 +287,13 @@ OV_RS_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 OV_RS_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 			     const struct sockaddr *dest_addr, socklen_t addrlen)
 {
-	if (!lookup(socket))
+	RSocket *rs = lookup(socket);
+	if (!rs)
 		return fail<ssize_t>(EBADF);
+	if (rs->dgram()) {
+		iovec v = {const_cast<void *>(buf), len};
+		return dgram_send(rs, &v, 1, flags, dest_addr, addrlen);
+	}
 	if (dest_addr || addrlen)
 		return fail<ssize_t>(EISCONN);
 	return rsend(socket, buf, len, flags);
@@ -245,6 +303,10 @@ OV_RS_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 {
 	if (bad_msghdr(msg))
 		return -1;
+	RSocket *rs = lookup(socket);
+	if (rs && rs->dgram())
+		return dgram_send(rs, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+				  static_cast<const sockaddr *>(msg->msg_name), msg->msg_namelen);
 	return do_send(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 }
 
@@ -347,6 +409,8 @@ OV_RS_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t of
 	auto rs = lookup(socket);
 	if (!rs)
 		return fail<size_t>(EBADF);
+	if (rs->dgram())
+		return fail<size_t>(EINVAL);
 	Stream *s = stream_of(rs, flags);
 	if (!s)
 		return static_cast<size_t>(-1);

@@ -1,9 +1,11 @@
 // One rsocket: the socket-level state (options, flags, addresses), the
 // connection set-up through the public rdma_cm API (its own event channel,
 // whose fd is the rsocket's number, as in rdma-core), and the Stream that
-// carries the data once connected.
+// carries the data once connected. A datagram rsocket (SOCK_DGRAM) hands
+// every call to its Dgram (dgram.h); its number is its UDP socket's fd.
 #pragma once
 
+#include "dgram.h"
 #include "stream.h"
 
 #include <rdma/rdma_cma.h>
@@ -39,7 +41,9 @@ public:
 
 	// Creates the event channel and the CM id. -1/errno.
 	int create();
-	int fd() const { return chan_ ? chan_->fd : -1; }
+	int fd() const { return dgram_ ? dgram_->fd() : chan_ ? chan_->fd : -1; }
+	// The datagram side of a SOCK_DGRAM rsocket, null for streams.
+	Dgram *dgram() { return dgram_.get(); }
 
 	int bind(const sockaddr *addr, socklen_t len);
 	int listen(int backlog);
@@ -92,6 +96,7 @@ private:
 	rdma_cm_id *id_ = nullptr;
 	ibv_pd *own_pd_ = nullptr;
 	std::unique_ptr<Stream> stream_;
+	std::unique_ptr<Dgram> dgram_;
 	Phase phase_ = Phase::init;
 	sockaddr_storage dst_ = {};
 	int retries_ = 0;

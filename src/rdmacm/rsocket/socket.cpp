@@ -96,6 +96,8 @@ std::shared_ptr<RSocket> remove(int fd)
 RSocket::RSocket(int domain, int type, const StreamParams &params)
 	: domain_(domain), type_(type), params_(params)
 {
+	if (type == SOCK_DGRAM)
+		dgram_ = std::make_unique<Dgram>(domain, params);
 }
 
 RSocket::~RSocket()
@@ -113,6 +115,8 @@ RSocket::~RSocket()
 
 int RSocket::create()
 {
+	if (dgram_)
+		return dgram_->create(fd_flags & FD_CLOEXEC);
 	chan_ = rdma_create_event_channel();
 	if (!chan_)
 		return -1;
@@ -127,6 +131,8 @@ int RSocket::create()
 
 int RSocket::bind(const sockaddr *addr, socklen_t len)
 {
+	if (dgram_)
+		return dgram_->bind(addr, len);
 	std::lock_guard<std::recursive_mutex> g(mu_);
 	if (!addr)
 		return fail(EFAULT);
@@ -145,6 +151,8 @@ int RSocket::bind(const sockaddr *addr, socklen_t len)
 
 int RSocket::listen(int backlog)
 {
+	if (dgram_)
+		return fail(EOPNOTSUPP); // listen(2) on a UDP socket
 	std::lock_guard<std::recursive_mutex> g(mu_);
 	if (phase_ == Phase::listening)
 		return 0;
@@ -223,6 +231,10 @@ int RSocket::create_ep()
 
 std::shared_ptr<RSocket> RSocket::accept()
 {
+	if (dgram_) {
+		errno = EOPNOTSUPP; // accept(2) on a UDP socket
+		return nullptr;
+	}
 	std::lock_guard<std::recursive_mutex> g(mu_);
 	if (phase_ != Phase::listening) {
 		errno = EINVAL;
@@ -316,6 +328,8 @@ void RSocket::fail_connect(int e)
 
 int RSocket::connect(const sockaddr *addr, socklen_t len)
 {
+	if (dgram_)
+		return dgram_->connect(addr, len);
 	std::lock_guard<std::recursive_mutex> g(mu_);
 	if (!addr)
 		return fail(EFAULT);
@@ -523,6 +537,8 @@ int RSocket::shutdown(int how)
 {
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return fail(EINVAL);
+	if (dgram_)
+		return 0; // rdma-core 44: nothing to shut down on a datagram rsocket
 	if (!was_connected_ || !stream_)
 		return fail(ENOTCONN);
 	if (phase_ == Phase::accepting) {
@@ -534,6 +550,10 @@ int RSocket::shutdown(int how)
 
 void RSocket::close()
 {
+	if (dgram_) {
+		dgram_->close();
+		return;
+	}
 	if (stream_ && (stream_->state() & kStateConnected)) {
 		if (phase_ == Phase::accepting)
 			progress(false);
@@ -545,6 +565,8 @@ void RSocket::close()
 
 short RSocket::poll_events(short events)
 {
+	if (dgram_)
+		return dgram_->poll_events(events);
 	Phase ph = phase_;
 	switch (ph) {
 	case Phase::connected:
@@ -572,6 +594,8 @@ short RSocket::poll_events(short events)
 
 short RSocket::arm(short events, int fds[2], int *nfds)
 {
+	if (dgram_)
+		return dgram_->arm(events, fds, nfds);
 	*nfds = 0;
 	if (phase_ == Phase::connected) {
 		stream_->arm_for_poll();
@@ -596,6 +620,10 @@ short RSocket::arm(short events, int fds[2], int *nfds)
 
 void RSocket::after_poll(int fd, short revents)
 {
+	if (dgram_) {
+		dgram_->after_poll(fd, revents);
+		return;
+	}
 	if (!revents)
 		return;
 	if (stream_ && fd == stream_->channel_fd())
@@ -618,6 +646,8 @@ static int copy_addr(const sockaddr *src, sockaddr *dst, socklen_t *len)
 
 int RSocket::getpeername(sockaddr *addr, socklen_t *len)
 {
+	if (dgram_)
+		return dgram_->getpeername(addr, len);
 	if (!was_connected_ && phase_ < Phase::connecting)
 		return fail(ENOTCONN);
 	return copy_addr(rdma_get_peer_addr(id_), addr, len);
@@ -625,6 +655,8 @@ int RSocket::getpeername(sockaddr *addr, socklen_t *len)
 
 int RSocket::getsockname(sockaddr *addr, socklen_t *len)
 {
+	if (dgram_)
+		return dgram_->getsockname(addr, len);
 	sockaddr *src = rdma_get_local_addr(id_);
 	if (src->sa_family == 0) {
 		// Not bound yet: an unspecified address of our family.
@@ -637,6 +669,8 @@ int RSocket::getsockname(sockaddr *addr, socklen_t *len)
 
 int RSocket::setsockopt(int level, int name, const void *val, socklen_t len)
 {
+	if (dgram_)
+		return dgram_->setsockopt(level, name, val, len);
 	std::lock_guard<std::recursive_mutex> g(mu_);
 	if (!val)
 		return fail(EFAULT);
@@ -801,6 +835,8 @@ int RSocket::setsockopt(int level, int name, const void *val, socklen_t len)
 
 int RSocket::getsockopt(int level, int name, void *val, socklen_t *len)
 {
+	if (dgram_)
+		return dgram_->getsockopt(level, name, val, len);
 	if (!val || !len)
 		return fail(EFAULT);
 	auto put_int = [&](int v) {

@@ -120,4 +120,65 @@ inline constexpr uint32_t kDefaultWmem = 1u << 17;
 inline constexpr uint32_t kDefaultPollingUs = 10;
 inline constexpr int kDefaultWakeUpMs = 500;
 
+// ---------------------------------------------------------------------------
+// Datagram rsockets (SOCK_DGRAM), rsocket(7) "datagram" and rdma-core 44's
+// rsocket.c (struct ds_header, struct ds_udp_header, DS_UDP_TAG,
+// RS_SNDLOWAT, RDMA_UDP_QKEY), as facts.
+//
+// Each datagram rsocket owns a UDP socket (its number is that socket's fd)
+// and one UD QP per local address it sends from, bound in RDMA_PS_UDP to
+// the UDP socket's address and port. A message over a UD QP is a DsHeader
+// (the sender's UDP address) followed by the payload, at most kDgramSlot
+// bytes in all, sent with the Q_Key RDMA_UDP_QKEY; the receiver posts
+// kDgramSlot bytes after the 40-byte GRH.
+//
+// Until the sender has an address handle for a destination, it sends the
+// payload over its UDP socket instead, behind a UdpHeader with op DATA and
+// its QP number. The receiver answers every DATA with a UdpHeader alone
+// (op CTRL, its own QP number), makes an address handle for the sender from
+// the UDP source address and the QP number it was given, and delivers the
+// payload as if it had come over the QP (source: the UDP source address).
+// The answer gives the sender its address handle; later messages go over
+// the QPs.
+inline constexpr uint32_t kDgramSlot = 2048;   // RS_SNDLOWAT
+inline constexpr uint32_t kGrhBytes = 40;      // sizeof(struct ibv_grh)
+inline constexpr uint32_t kUdpTag = 0x55555555;
+inline constexpr uint8_t kDsHdrV4 = 8, kDsHdrV6 = 24;
+inline constexpr uint8_t kUdpHdrV4 = 16, kUdpHdrV6 = 28;
+
+// Header of every UD message. `port` and the addresses are copied as they
+// are in the sockaddr (network order); version 4 uses the first 8 bytes.
+struct DsHeader {
+	uint8_t version; // 4 or 6
+	uint8_t length;  // kDsHdrV4 or kDsHdrV6
+	uint16_t port;
+	union {
+		uint32_t ipv4;
+		struct {
+			uint32_t flowinfo;
+			uint8_t addr[16];
+		} ipv6;
+	} addr;
+};
+static_assert(sizeof(DsHeader) == 24);
+static_assert(offsetof(DsHeader, addr) == 4);
+
+// Header of every message on the UDP sockets. `op` is Op::data or Op::ctrl;
+// `qpn` is the sender's QP number (big-endian, top 8 bits 0); `addr` holds
+// the IPv4 address of the sender's QP (4 bytes, version 4) or, version 6,
+// the 16 bytes that follow the port in the sender's DsHeader: the flow
+// information and the first 12 bytes of the IPv6 address (rdma-core 44 copies
+// the address union, not the address; nobody reads the field).
+struct UdpHeader {
+	uint32_t tag; // htobe32(kUdpTag)
+	uint8_t version;
+	uint8_t op;
+	uint8_t length; // kUdpHdrV4 or kUdpHdrV6
+	uint8_t reserved;
+	uint32_t qpn;
+	uint8_t addr[16];
+};
+static_assert(sizeof(UdpHeader) == 28);
+static_assert(offsetof(UdpHeader, qpn) == 8 && offsetof(UdpHeader, addr) == 12);
+
 } // namespace ov::rs
