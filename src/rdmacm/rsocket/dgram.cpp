@@ -190,6 +190,13 @@ uint32_t max_qp_wr()
 	return best;
 }
 
+uint64_t now_ms()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000u + static_cast<uint64_t>(ts.tv_nsec) / 1000000u;
+}
+
 int copy_addr_out(const sockaddr_storage &a, sockaddr *dst, socklen_t *len)
 {
 	socklen_t full = addr_len(reinterpret_cast<const sockaddr *>(&a));
@@ -595,8 +602,17 @@ void Dgram::udp_message(const uint8_t *buf, size_t n, const sockaddr_storage &fr
 	bool data = h.op == static_cast<uint8_t>(Op::data);
 	if (data)
 		send_udp(*d, nullptr, 0, 0, MSG_DONTWAIT, static_cast<uint8_t>(Op::ctrl));
-	if (!d->ah || d->qpn != qpn)
-		make_ah(*d, qpn);
+	if (!d->ah || d->qpn != qpn) {
+		// A destination we cannot reach over RDMA stays on UDP; its
+		// route is not asked for again more than once a second (each
+		// try may wait up to the resolution timeouts).
+		uint64_t now = now_ms();
+		if (d->ah || d->tried_qpn != qpn || now - d->tried_ms >= 1000) {
+			d->tried_qpn = qpn;
+			d->tried_ms = now;
+			make_ah(*d, qpn);
+		}
+	}
 	if (!data || local_queued_ >= rq_size_)
 		return; // a full queue drops the datagram, as a UDP socket would
 	Msg m;
@@ -661,7 +677,7 @@ void Dgram::arm_cqs()
 }
 
 // Consumes the completion events the epoll fd reports (without sleeping).
-void Dgram::take_events(bool)
+void Dgram::take_events()
 {
 	epoll_event ev[16];
 	int n = epoll_wait(epfd_, ev, 16, 0);
@@ -730,7 +746,7 @@ int Dgram::wait_for(std::unique_lock<std::mutex> &lk, Pred pred, bool nonblock)
 		lk.lock();
 		sleeper_ = false;
 		if (r > 0)
-			take_events(true);
+			take_events();
 		cv_.notify_all();
 		if (r < 0 && e != EINTR)
 			return fail(e);
@@ -879,7 +895,7 @@ void Dgram::after_poll(int, short revents)
 	if (!revents)
 		return;
 	std::lock_guard<std::mutex> g(mu_);
-	take_events(false);
+	take_events();
 	cv_.notify_all();
 }
 

@@ -94,6 +94,8 @@ private:
 		Qp *qp = nullptr;           // our QP for the local address toward it
 		ibv_ah *ah = nullptr;
 		uint32_t qpn = 0;
+		uint32_t tried_qpn = 0; // the last handle asked for, and when
+		uint64_t tried_ms = 0;
 	};
 	struct Qp {
 		rdma_cm_id *id = nullptr;
@@ -131,7 +133,7 @@ private:
 	void udp_message(const uint8_t *buf, size_t n, const sockaddr_storage &from);
 	void poll_cqs();
 	void arm_cqs();
-	void take_events(bool block_ok);
+	void take_events();
 	int wait_for(std::unique_lock<std::mutex> &lk, Pred pred, bool nonblock);
 	bool have_data() const { return !queue_.empty(); }
 	bool can_send() const { return !free_slots_.empty(); }
