@@ -30,6 +30,8 @@
 # is the server's IPv4 address (10.231.0.1), "%ADDR6%" its IPv6 one; no
 # port or address is added, and the client starts once the server's CM
 # listens (its socket in /dev/shm/openverbs-65534/cm).
+# OVROCE_READY_UDP=PORT (with OVROCE_CM): the client starts once the
+# server's UDP port PORT is bound instead (datagram rsockets: udpong).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
 # Exit 77 (skipped) when not root or without network namespaces.
@@ -108,8 +110,16 @@ if [ -n "${OVROCE_CM:-}" ]; then
   # Ready: its CM socket exists (bound when it listens), seen through the
   # server's own root (its /dev/shm may be its own): $spid is the subshell,
   # its child timeout(1), and the server that one's child.
-  until c=$(pgrep -P "$(pgrep -P $spid | head -1)" 2>/dev/null | head -1) && [ -n "$c" ] &&
-        ls /proc/$c/root/dev/shm/openverbs-65534/cm 2>/dev/null | grep -q -- -; do
+  # OVROCE_READY_UDP=PORT instead: its UDP socket is bound to PORT (a
+  # datagram rsocket makes its CM id only when a peer first writes).
+  ready() {
+    if [ -n "${OVROCE_READY_UDP:-}" ]; then
+      grep -q "$(printf ':%04X ' "$OVROCE_READY_UDP")" /proc/$c/net/udp /proc/$c/net/udp6 2>/dev/null
+    else
+      ls /proc/$c/root/dev/shm/openverbs-65534/cm 2>/dev/null | grep -q -- -
+    fi
+  }
+  until c=$(pgrep -P "$(pgrep -P $spid | head -1)" 2>/dev/null | head -1) && [ -n "$c" ] && ready; do
     kill -0 $spid 2>/dev/null || break
     i=$((i + 1)); [ $i -lt 400 ] || break
     sleep 0.05
