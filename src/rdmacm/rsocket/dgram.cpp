@@ -990,13 +990,7 @@ int Dgram::getsockopt(int level, int name, void *val, socklen_t *len)
 {
 	if (!val || !len)
 		return fail(EFAULT);
-	auto put_int = [&](int v) {
-		if (*len < sizeof(int))
-			return fail(EINVAL);
-		memcpy(val, &v, sizeof(v));
-		*len = sizeof(int);
-		return 0;
-	};
+	auto put_int = [&](int v) { return put_int_option(val, len, v); };
 	std::lock_guard<std::mutex> g(mu_);
 	switch (level) {
 	case SOL_SOCKET:

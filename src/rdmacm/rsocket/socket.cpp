@@ -839,13 +839,7 @@ int RSocket::getsockopt(int level, int name, void *val, socklen_t *len)
 		return dgram_->getsockopt(level, name, val, len);
 	if (!val || !len)
 		return fail(EFAULT);
-	auto put_int = [&](int v) {
-		if (*len < sizeof(int))
-			return fail(EINVAL);
-		memcpy(val, &v, sizeof(v));
-		*len = sizeof(int);
-		return 0;
-	};
+	auto put_int = [&](int v) { return put_int_option(val, len, v); };
 	switch (level) {
 	case SOL_SOCKET:
 		switch (name) {

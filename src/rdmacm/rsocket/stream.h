@@ -22,14 +22,31 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <list>
 #include <mutex>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <vector>
 
 namespace ov::rs {
+
+// An int-valued socket option's answer, as getsockopt(2) gives it: v into
+// *val, *len set to sizeof(int); -1 with errno EINVAL when *len is smaller
+// (rsocket getsockopt of both kinds of rsocket).
+inline int put_int_option(void *val, socklen_t *len, int v)
+{
+	if (*len < sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(val, &v, sizeof(v));
+	*len = sizeof(int);
+	return 0;
+}
 
 // Buffer and queue sizes of one stream (rsetsockopt SOL_RDMA, SO_SNDBUF,
 // SO_RCVBUF; defaults from rs_configure()).

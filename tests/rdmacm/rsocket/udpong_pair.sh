@@ -27,7 +27,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 preload=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 stdbuf=/usr/libexec/coreutils/libstdbuf.so
-ip=127.0.0.1 port=7174
+# A port of each pair's own: ctest -j runs pairs at once on the host's
+# network namespace (one shared port made the second server's rbind fail
+# with EADDRINUSE, and its clients talked to the other pair's server).
+ip=127.0.0.1
+case $what in echo) port=7174 ;; bw) port=7175 ;; blocking) port=7176 ;; async) port=7177 ;; *) port=7178 ;; esac
 case $what in
   echo) server="udpong -b $ip -p $port"
         clients="" ; for s in 16 64 1000 1536 2032; do
