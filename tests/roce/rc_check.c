@@ -385,21 +385,33 @@ int main(int argc, char **argv)
 	xfer(s, &sync, &got, 1); /* both in RTS */
 	int bad_count = 0;
 	uint8_t *want = malloc(size);
+	unsigned mtu_bytes = 128u << pa.active_mtu; /* IBV_MTU_256 is 1 */
 	if (!server) {
 		for (int i = 0; i < count; i++) {
 			struct ibv_wc wc = wait_one(cq);
 			fill(want, size, (uint32_t)i);
+			const uint8_t *got_bytes = buf + (size_t)i * size;
 			if (wc.opcode != IBV_WC_RECV || wc.wr_id != (uint64_t)i || wc.byte_len != size ||
-			    memcmp(buf + (size_t)i * size, want, size)) {
-				fprintf(stderr, "rc_check: receive %d: wr_id %llu, %u bytes, %s\n", i,
-					(unsigned long long)wc.wr_id, wc.byte_len,
-					memcmp(buf + (size_t)i * size, want, size) ? "bytes differ"
-										   : "bytes ok");
+			    memcmp(got_bytes, want, size)) {
+				size_t at = 0;
+				while (at < size && got_bytes[at] == want[at])
+					at++;
+				fprintf(stderr, "rc_check: receive %d: wr_id %llu, %u bytes, ", i,
+					(unsigned long long)wc.wr_id, wc.byte_len);
+				if (at == size)
+					fprintf(stderr, "bytes ok\n");
+				else
+					fprintf(stderr, "bytes differ from offset %zu (packet %zu of %u bytes)\n",
+						at, at / mtu_bytes, mtu_bytes);
 				bad_count++;
 			}
 		}
 		printf("sends: %d messages of %zu bytes received in order, %d wrong\n", count, size,
 		       bad_count);
+		/* Checked: only now may the client's RDMA WRITEs (step 2) land in
+		 * the same slots (a receiver held off its CPU until then used to
+		 * see the writes' bytes in message 0). */
+		xfer(s, &sync, &got, 1);
 	} else {
 		uint8_t *src = buf + (size_t)count * size;
 		/* 1. SENDs, up to 16 outstanding, message i from the i-th slot of
@@ -422,6 +434,7 @@ int main(int argc, char **argv)
 				bad_count++;
 			}
 		}
+		xfer(s, &sync, &got, 1); /* the server has checked every message */
 		/* 2. WRITE each region, READ it back. */
 		for (int i = 0; i < count; i++) {
 			fill(src, size, 1000u + (uint32_t)i);
