@@ -655,9 +655,12 @@ static size_t share_max()
 		if (!e || !*e)
 			return d;
 		char *endp = nullptr;
+		const int saved = errno;
 		errno = 0;
 		unsigned long long x = strtoull(e, &endp, 0);
-		return errno || *endp ? d : size_t(x);
+		bool bad = errno || *endp;
+		errno = saved;
+		return bad ? d : size_t(x);
 	}();
 	return v;
 }

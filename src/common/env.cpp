@@ -31,13 +31,15 @@ bool parse_uint(const char *text, unsigned long max, unsigned long *out) noexcep
 	for (const char *p = text; *p; ++p)
 		if (*p < '0' || *p > '9')
 			return false;
+	const int saved = errno; // a success leaves the caller's errno alone
 	errno = 0;
 	char *end = nullptr;
 	unsigned long v = strtoul(text, &end, 10);
-	if (errno || *end || v > max)
-		return false;
-	*out = v;
-	return true;
+	bool ok = !errno && !*end && v <= max;
+	errno = saved;
+	if (ok)
+		*out = v;
+	return ok;
 }
 
 } // namespace ov

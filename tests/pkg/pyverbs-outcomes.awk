@@ -10,8 +10,19 @@ function emit(id, rest) {
   else if (o ~ /^expected failure/) o = "xfail"
   else if (o ~ /^unexpected success/) o = "xpass"
   else if (o !~ /^(ok|FAIL|ERROR)$/) { pending = id; return }
-  print id " " o
+  if (!(id in out))
+    order[++n] = id
+  out[id] = o
   pending = ""
+}
+# The tracebacks after the run: "ERROR: test (module.Class.test)".
+/^(ERROR|FAIL): [A-Za-z_0-9]+ \([A-Za-z_0-9.]+\)/ {
+  tb = $3; gsub(/[()]/, "", tb)
+  next
+}
+tb != "" && /Failed to create QP\. Errno: 0,/ && out[tb] == "ERROR" {
+  out[tb] = "error-qp"
+  next
 }
 # A test that prints on stdout gets its outcome on a later line of its own.
 pending != "" && /^(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$/ {
@@ -24,3 +35,4 @@ pending != "" && /^(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)
   next
 }
 / \.\.\. / && id != "" { emit(id, $0) }
+END { for (i = 1; i <= n; i++) print order[i] " " out[order[i]] }

@@ -156,16 +156,16 @@ ov_pair() {
   ov_check "$name" "$log" "$rc" "" "$t0"
 }
 
-# ov_pair_retry: ov_pair, run up to twice more while a run fails with a
-# symptom known to be the kernel device's under qemu (RETRY_SYMPTOM, an
-# extended regular expression set by the group, with RETRY_REASON for the
-# note). The failed runs' logs are kept as NAME.run1.log, NAME.run2.log and
+# ov_pair_retry: ov_pair, run up to twice more (RETRY_RUNS runs in all, 3 by
+# default) while a run fails with a symptom known not to be ours (a kernel
+# device under qemu, a program's own race): RETRY_SYMPTOM, an extended
+# regular expression set by the group, with RETRY_REASON for the note. The failed runs' logs are kept as NAME.run1.log, NAME.run2.log and
 # the result line says how many runs it took. Two runs in a row hit siw's
 # connection race once in a CI run under load (2026-11-25).
 ov_pair_retry() {
   local name=$1 line run=1
   line=$(ov_pair "$@")
-  while [ "$run" -lt 3 ] && [[ $line == FAIL* ]] && [ -n "${RETRY_SYMPTOM:-}" ] &&
+  while [ "$run" -lt "${RETRY_RUNS:-3}" ] && [[ $line == FAIL* ]] && [ -n "${RETRY_SYMPTOM:-}" ] &&
      grep -qE -- "$RETRY_SYMPTOM" "$OV_LOGDIR/$name.log"; do
     cp "$OV_LOGDIR/$name.log" "$OV_LOGDIR/$name.run$run.log"
     run=$((run + 1))

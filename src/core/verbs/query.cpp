@@ -142,24 +142,28 @@ static int sysfs_gid_type(struct ibv_context *ctx, uint32_t port, uint32_t index
 			  enum ibv_gid_type_sysfs *type)
 {
 	char text[16];
+	// errno is cleared to tell an empty read from a failed one; a caller
+	// that succeeds gets its own errno back (no call sets errno to 0).
+	const int saved = errno;
+	auto found = [&](enum ibv_gid_type_sysfs t) {
+		*type = t;
+		errno = saved;
+		return 0;
+	};
 
 	errno = 0;
 	if (read_ibdev_file(ctx->device, text, sizeof(text), "ports/%u/gid_attrs/types/%u", port,
 			    index) <= 0) {
 		// IB ports answer EINVAL: their GIDs carry no RoCE type.
-		if (errno == EINVAL) {
-			*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
-			return 0;
-		}
+		if (errno == EINVAL)
+			return found(IBV_GID_TYPE_SYSFS_IB_ROCE_V1);
 		char dir[sizeof(ctx->device->ibdev_path) + 64];
 		snprintf(dir, sizeof(dir), "%s/ports/%u/gid_attrs", ctx->device->ibdev_path, port);
 		DIR *d = opendir(dir);
 		if (!d) {
 			// Kernels without gid_attrs only know IB/RoCE v1.
-			if (errno == ENOENT) {
-				*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
-				return 0;
-			}
+			if (errno == ENOENT)
+				return found(IBV_GID_TYPE_SYSFS_IB_ROCE_V1);
 			return -1;
 		}
 		closedir(d);
@@ -167,14 +171,11 @@ static int sysfs_gid_type(struct ibv_context *ctx, uint32_t port, uint32_t index
 		return -1;
 	}
 	if (!strcmp(text, kTypeV1))
-		*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
-	else if (!strcmp(text, kTypeV2))
-		*type = IBV_GID_TYPE_SYSFS_ROCE_V2;
-	else {
-		errno = ENOTSUP;
-		return -1;
-	}
-	return 0;
+		return found(IBV_GID_TYPE_SYSFS_IB_ROCE_V1);
+	if (!strcmp(text, kTypeV2))
+		return found(IBV_GID_TYPE_SYSFS_ROCE_V2);
+	errno = ENOTSUP;
+	return -1;
 }
 
 static int sysfs_gid_ifindex(struct ibv_context *ctx, uint32_t port, uint32_t index,

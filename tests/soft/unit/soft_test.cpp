@@ -205,6 +205,82 @@ TEST(SoftDevice, ListedOnlyWhenEnabledAndAttributesAreSane)
 	ibv_close_device(ctx);
 }
 
+// No verb that succeeds sets errno to 0 (POSIX: no function does): a
+// provider's failure path that returns NULL without setting errno (libsiw's
+// create_qp after a failed mapping, for one) reports what was left in
+// errno, and pyverbs then raised "Errno: 0" under our library where
+// Debian's left a real value. Every step below succeeds; errno keeps the
+// value set before it or another non-zero one.
+TEST(SoftDevice, SuccessfulVerbsNeverClearErrno)
+{
+	auto step = [](const char *what) {
+		EXPECT_NE(errno, 0) << what << " set errno to 0";
+		errno = EOPNOTSUPP;
+	};
+	errno = EOPNOTSUPP;
+	ibv_context *ctx = open_soft();
+	ASSERT_NE(ctx, nullptr);
+	step("ibv_open_device");
+	struct ibv_device_attr da;
+	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+	step("ibv_query_device");
+	struct ibv_device_attr_ex dax;
+	ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &dax), 0);
+	step("ibv_query_device_ex");
+	struct ibv_port_attr pa;
+	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+	step("ibv_query_port");
+	union ibv_gid gid;
+	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &gid), 0);
+	step("ibv_query_gid");
+	struct ibv_gid_entry ge;
+	ASSERT_EQ(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0);
+	step("ibv_query_gid_ex");
+	enum ibv_gid_type_sysfs gt;
+	ASSERT_EQ(ibv_query_gid_type(ctx, 1, 0, &gt), 0);
+	step("ibv_query_gid_type");
+	uint16_t pkey;
+	ASSERT_EQ(ibv_query_pkey(ctx, 1, 0, &pkey), 0);
+	step("ibv_query_pkey");
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(pd, nullptr);
+	step("ibv_alloc_pd");
+	std::vector<char> buf(8192);
+	ibv_mr *mr = ibv_reg_mr(pd, buf.data(), 100, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(mr, nullptr);
+	step("ibv_reg_mr");
+	ibv_cq *cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+	ASSERT_NE(cq, nullptr);
+	step("ibv_create_cq");
+	ibv_qp_init_attr qia = {};
+	qia.send_cq = qia.recv_cq = cq;
+	qia.qp_type = IBV_QPT_RC;
+	qia.cap = {4, 4, 1, 1, 0};
+	ibv_qp *qp = ibv_create_qp(pd, &qia);
+	ASSERT_NE(qp, nullptr);
+	step("ibv_create_qp");
+	ibv_qp_attr qa;
+	ibv_qp_init_attr qi;
+	ASSERT_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi), 0);
+	step("ibv_query_qp");
+	ASSERT_EQ(to_init(qp, 0), 0);
+	step("ibv_modify_qp INIT");
+	ASSERT_EQ(to_rtr(qp, qp->qp_num), 0);
+	step("ibv_modify_qp RTR");
+	ASSERT_EQ(to_rts(qp), 0);
+	step("ibv_modify_qp RTS");
+	ASSERT_EQ(ibv_destroy_qp(qp), 0);
+	step("ibv_destroy_qp");
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	step("ibv_destroy_cq");
+	ASSERT_EQ(ibv_dereg_mr(mr), 0);
+	step("ibv_dereg_mr");
+	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
+	step("ibv_dealloc_pd");
+	ASSERT_EQ(ibv_close_device(ctx), 0);
+	step("ibv_close_device");
+}
+
 TEST(SoftDevice, GuidsAreStableAcrossOpens)
 {
 	ibv_context *c1 = open_soft(0), *c2 = open_soft(0), *c3 = open_soft(1);

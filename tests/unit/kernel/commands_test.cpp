@@ -467,6 +467,74 @@ TEST(Qp, ModifyQpCopiesOnlyMaskedFields)
 						reinterpret_cast<struct ibv_modify_qp *>(&cmd), sizeof(cmd)));
 }
 
+// The errno contract of the provider-facing commands: a failure returns an
+// errno value and leaves errno equal to it (providers such as libsiw return
+// NULL from create_qp after ibv_cmd_create_qp fails without setting errno
+// themselves), and a success leaves errno alone (never 0).
+TEST(Qp, CommandsKeepTheErrnoContract)
+{
+	FakeKernel k;
+	FakeContext c;
+	struct ibv_pd pd = {};
+	pd.context = c.ctx();
+	struct ibv_cq cq = {};
+	struct ibv_qp qp = {};
+	struct ibv_qp_init_attr attr = {};
+	attr.send_cq = attr.recv_cq = &cq;
+	attr.qp_type = IBV_QPT_RC;
+	LegacyReq<ib_uverbs_create_qp> cmd = {};
+	struct ib_uverbs_create_qp_resp resp = {};
+	auto create = [&] {
+		return ibv_cmd_create_qp(&pd, &qp, &attr, reinterpret_cast<struct ibv_create_qp *>(&cmd),
+					 sizeof(cmd), &resp, sizeof(resp));
+	};
+	// The kernel refuses through ioctl.
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return ENOMEM; };
+	errno = 0;
+	EXPECT_EQ(ENOMEM, create());
+	EXPECT_EQ(ENOMEM, errno);
+	// No ioctl method: the write() fallback, refused by the kernel.
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EPROTONOSUPPORT; };
+	k.on_write = [](const void *, size_t) { return EOPNOTSUPP; };
+	errno = 0;
+	EXPECT_EQ(EOPNOTSUPP, create());
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	// Successes leave errno alone: create (write), modify, destroy.
+	k.on_write = [](const void *buf, size_t) {
+		auto *h = static_cast<const struct ib_uverbs_cmd_hdr *>(buf);
+		if (h->command == IB_USER_VERBS_CMD_CREATE_QP) {
+			auto *req = reinterpret_cast<const struct ib_uverbs_create_qp *>(h + 1);
+			auto *r = reinterpret_cast<struct ib_uverbs_create_qp_resp *>((uintptr_t)req->response);
+			r->qp_handle = 5;
+			r->qpn = 0x22;
+		}
+		return 0;
+	};
+	errno = EILSEQ;
+	ASSERT_EQ(0, create());
+	EXPECT_EQ(EILSEQ, errno);
+	EXPECT_EQ(0x22u, qp.qp_num);
+	struct ibv_qp_attr qa = {};
+	qa.qp_state = IBV_QPS_INIT;
+	LegacyReq<ib_uverbs_modify_qp> mcmd = {};
+	ASSERT_EQ(0, ibv_cmd_modify_qp(&qp, &qa, IBV_QP_STATE, reinterpret_cast<struct ibv_modify_qp *>(&mcmd),
+				       sizeof(mcmd)));
+	EXPECT_EQ(EILSEQ, errno);
+	// A check of the library's own: the value is errno too.
+	errno = 0;
+	EXPECT_EQ(EOPNOTSUPP, ibv_cmd_modify_qp(&qp, &qa, IBV_QP_RATE_LIMIT,
+						reinterpret_cast<struct ibv_modify_qp *>(&mcmd), sizeof(mcmd)));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	errno = EILSEQ;
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return 0; };
+	ASSERT_EQ(0, ibv_cmd_destroy_qp(&qp));
+	EXPECT_EQ(EILSEQ, errno);
+	k.on_ioctl = [](struct ib_uverbs_ioctl_hdr *) { return EBUSY; };
+	errno = 0;
+	EXPECT_EQ(EBUSY, ibv_cmd_destroy_qp(&qp));
+	EXPECT_EQ(EBUSY, errno);
+}
+
 TEST(Qp, PostSendMarshalsWorkRequests)
 {
 	FakeKernel k;

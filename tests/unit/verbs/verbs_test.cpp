@@ -201,12 +201,17 @@ TEST_F(VerbsTest, QueryGidTypePrivateSymbol)
 	add_gid(1, 1, "fe80:0000:0000:0000:0011:2233:4455:6677", "IB/RoCE v1");
 	add_gid(1, 2, "0000:0000:0000:0000:0000:0000:0000:0000", nullptr);
 	enum ibv_gid_type_sysfs type;
+	// A success leaves the caller's errno alone (the lookup clears it
+	// inside to tell an empty file from a failed read).
+	errno = EOPNOTSUPP;
 	ASSERT_EQ(ibv_query_gid_type(ctx, 1, 0, &type), 0);
 	EXPECT_EQ(type, IBV_GID_TYPE_SYSFS_ROCE_V2);
+	EXPECT_EQ(errno, EOPNOTSUPP);
 	ASSERT_EQ(ibv_query_gid_type(ctx, 1, 1, &type), 0);
 	EXPECT_EQ(type, IBV_GID_TYPE_SYSFS_IB_ROCE_V1);
 	ASSERT_EQ(ibv_query_gid_type(ctx, 1, 2, &type), 0);
 	EXPECT_EQ(type, IBV_GID_TYPE_SYSFS_IB_ROCE_V1);
+	EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
 TEST_F(VerbsTest, QueryGidTypeUnknownStringFails)
@@ -384,6 +389,15 @@ TEST_F(VerbsTest, UnimplementedOpsAnswerEopnotsupp)
 	// import_dm and unimport_dm are not in the fake: the dummy ops answer.
 	errno = 0;
 	EXPECT_EQ(ibv_import_dm(ctx, 1), nullptr);
+	EXPECT_EQ(errno, EOPNOTSUPP);
+	// A provider without create_qp_ex (libsiw): ibv_create_qp_ex with more
+	// than the PD in comp_mask (pyverbs' random masks add CREATE_FLAGS)
+	// fails with EOPNOTSUPP, which rdma-core's tests take as a skip.
+	struct ibv_qp_init_attr_ex qx = {};
+	qx.qp_type = IBV_QPT_RC;
+	qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	errno = 0;
+	EXPECT_EQ(ibv_create_qp_ex(ctx, &qx), nullptr);
 	EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
