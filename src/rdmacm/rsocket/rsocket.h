@@ -11,6 +11,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
+#include <deque>
 #include <fcntl.h>
 #include <memory>
 #include <mutex>
@@ -81,7 +82,15 @@ public:
 	int fs_flags = 0; // O_NONBLOCK
 
 private:
+	// A connection request read from a listener's channel, checked and
+	// acknowledged, waiting for accept().
+	struct Request {
+		rdma_cm_id *id;
+		rdma_conn_param param; // private_data not valid (the event is acknowledged)
+		ConnData peer;
+	};
 	int create_ep();
+	int take_requests();
 	int next_event(bool nonblock, rdma_cm_event_type *type, int *status,
 		       std::vector<uint8_t> *pdata);
 	void drain_cm_events();
@@ -110,6 +119,11 @@ private:
 	int ip_tos_ = 0;
 	unsigned keepalive_time_ = 0;
 	std::vector<uint8_t> route_; // RDMA_ROUTE
+
+	// Listening: the requests read from the channel and not yet accepted.
+	// The listener is readable exactly while this holds one (the channel
+	// fd alone can be readable with no event: see take_requests()).
+	std::deque<Request> requests_;
 };
 
 // The table of rsockets by number. lookup() takes no lock for numbers

@@ -102,6 +102,10 @@ RSocket::RSocket(int domain, int type, const StreamParams &params)
 
 RSocket::~RSocket()
 {
+	for (Request &r : requests_) {
+		rdma_reject(r.id, nullptr, 0);
+		rdma_destroy_id(r.id);
+	}
 	if (id_ && id_->qp)
 		rdma_destroy_qp(id_);
 	stream_.reset();
@@ -158,6 +162,12 @@ int RSocket::listen(int backlog)
 		return 0;
 	if (phase_ != Phase::init && phase_ != Phase::bound)
 		return fail(EINVAL);
+	// The channel is only ever read after poll(2) says it is readable, but
+	// readable does not mean an event is there (take_requests()): reads
+	// must not block.
+	int fl = fcntl(chan_->fd, F_GETFL);
+	if (fl < 0 || fcntl(chan_->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
 	if (rdma_listen(id_, backlog))
 		return -1;
 	phase_ = Phase::listening;
@@ -229,94 +239,125 @@ int RSocket::create_ep()
 	return 0;
 }
 
+// Reads what the listener's channel holds without sleeping and queues the
+// connection requests that carry rsockets' connection data (others are
+// rejected, as rdma-core's listener does). The channel's fd can be
+// readable with no event for us: the software CM hands a connection's
+// link back to the listener when the connection ends, and the client's
+// exit (EOF on that link) or a record for the finished connection wake
+// the listener's channel; reading it consumes that and yields nothing.
+// So readiness of a listener is this queue, never the fd alone. Returns 0
+// once the channel has nothing more, else the errno of the failed read.
+// Caller holds mu_.
+int RSocket::take_requests()
+{
+	for (;;) {
+		rdma_cm_event *ev = nullptr;
+		if (rdma_get_cm_event(chan_, &ev)) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : errno;
+		}
+		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+			rdma_ack_cm_event(ev);
+			continue;
+		}
+		Request r = {ev->id, ev->param.conn, {}};
+		r.param.private_data = nullptr;
+		size_t off = conn_data_offset();
+		const auto *pd = static_cast<const uint8_t *>(ev->param.conn.private_data);
+		bool valid = pd && ev->param.conn.private_data_len >= off + sizeof(ConnData);
+		if (valid)
+			memcpy(&r.peer, pd + off, sizeof(r.peer));
+		rdma_ack_cm_event(ev);
+		if (!valid || r.peer.version != kConnVersion) {
+			rdma_reject(r.id, nullptr, 0);
+			rdma_destroy_id(r.id);
+			continue;
+		}
+		try {
+			requests_.push_back(r);
+		} catch (const std::bad_alloc &) {
+			rdma_reject(r.id, nullptr, 0);
+			rdma_destroy_id(r.id);
+		}
+	}
+}
+
 std::shared_ptr<RSocket> RSocket::accept()
 {
 	if (dgram_) {
 		errno = EOPNOTSUPP; // accept(2) on a UDP socket
 		return nullptr;
 	}
-	std::lock_guard<std::recursive_mutex> g(mu_);
+	std::unique_lock<std::recursive_mutex> g(mu_);
 	if (phase_ != Phase::listening) {
 		errno = EINVAL;
 		return nullptr;
 	}
-	bool nonblock = fs_flags & O_NONBLOCK;
+	// Sleeps without the lock, so that rpoll() on the listener from
+	// another thread is not held up by a blocking accept.
 	for (;;) {
-		pollfd p = {chan_->fd, POLLIN, 0};
-		int r = ::poll(&p, 1, nonblock ? 0 : -1);
-		if (r < 0)
+		int err = take_requests();
+		if (!requests_.empty())
+			break;
+		if (err) {
+			errno = err;
 			return nullptr;
-		if (r == 0) {
+		}
+		if (fs_flags & O_NONBLOCK) {
 			errno = EAGAIN;
 			return nullptr;
 		}
-		rdma_cm_event *ev = nullptr;
-		if (rdma_get_cm_event(chan_, &ev)) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
+		g.unlock();
+		pollfd p = {chan_->fd, POLLIN, 0};
+		int r = ::poll(&p, 1, -1);
+		if (r < 0)
 			return nullptr;
-		}
-		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-			rdma_ack_cm_event(ev);
-			continue;
-		}
-		rdma_cm_id *cid = ev->id;
-		rdma_conn_param req = ev->param.conn;
-		std::vector<uint8_t> pdata;
-		if (req.private_data && req.private_data_len)
-			pdata.assign(static_cast<const uint8_t *>(req.private_data),
-				     static_cast<const uint8_t *>(req.private_data) + req.private_data_len);
-		rdma_ack_cm_event(ev);
-
-		size_t off = conn_data_offset();
-		ConnData peer = {};
-		bool valid = pdata.size() >= off + sizeof(ConnData);
-		if (valid)
-			memcpy(&peer, pdata.data() + off, sizeof(peer));
-		if (!valid || peer.version != kConnVersion) {
-			rdma_reject(cid, nullptr, 0);
-			rdma_destroy_id(cid);
-			continue;
-		}
-
-		auto child = std::make_shared<RSocket>(domain_, type_, params_);
-		child->fd_flags = fd_flags;
-		child->fs_flags = fs_flags;
-		child->so_opts_ = so_opts_;
-		child->tcp_opts_ = tcp_opts_;
-		child->ipv6_opts_ = ipv6_opts_;
-		child->chan_ = rdma_create_event_channel();
-		if (!child->chan_ || rdma_migrate_id(cid, child->chan_)) {
-			int e = errno;
-			rdma_reject(cid, nullptr, 0);
-			rdma_destroy_id(cid);
-			errno = e;
-			return nullptr;
-		}
-		child->id_ = cid;
-		cid->context = child.get();
-		if (child->create_ep() || child->stream_->start(peer)) {
-			int e = errno;
-			rdma_reject(cid, nullptr, 0);
-			errno = e;
-			return nullptr; // child's destructor releases the id
-		}
-		ConnData mine = child->stream_->local_conn_data();
-		rdma_conn_param param = req;
-		param.private_data = &mine;
-		param.private_data_len = sizeof(mine);
-		param.srq = 0;
-		param.qp_num = 0;
-		if (rdma_accept(cid, &param)) {
-			int e = errno;
-			rdma_reject(cid, nullptr, 0);
-			errno = e;
-			return nullptr;
-		}
-		child->phase_ = Phase::accepting;
-		child->was_connected_ = true;
-		return child;
+		g.lock();
 	}
+	Request req = requests_.front();
+	requests_.pop_front();
+	g.unlock();
+	rdma_cm_id *cid = req.id;
+
+	auto child = std::make_shared<RSocket>(domain_, type_, params_);
+	child->fd_flags = fd_flags;
+	child->fs_flags = fs_flags;
+	child->so_opts_ = so_opts_;
+	child->tcp_opts_ = tcp_opts_;
+	child->ipv6_opts_ = ipv6_opts_;
+	child->chan_ = rdma_create_event_channel();
+	if (!child->chan_ || rdma_migrate_id(cid, child->chan_)) {
+		int e = errno;
+		rdma_reject(cid, nullptr, 0);
+		rdma_destroy_id(cid);
+		errno = e;
+		return nullptr;
+	}
+	child->id_ = cid;
+	cid->context = child.get();
+	if (child->create_ep() || child->stream_->start(req.peer)) {
+		int e = errno;
+		rdma_reject(cid, nullptr, 0);
+		errno = e;
+		return nullptr; // child's destructor releases the id
+	}
+	ConnData mine = child->stream_->local_conn_data();
+	rdma_conn_param param = req.param;
+	param.private_data = &mine;
+	param.private_data_len = sizeof(mine);
+	param.srq = 0;
+	param.qp_num = 0;
+	if (rdma_accept(cid, &param)) {
+		int e = errno;
+		rdma_reject(cid, nullptr, 0);
+		errno = e;
+		return nullptr;
+	}
+	child->phase_ = Phase::accepting;
+	child->was_connected_ = true;
+	return child;
 }
 
 void RSocket::fail_connect(int e)
@@ -572,9 +613,9 @@ short RSocket::poll_events(short events)
 	case Phase::connected:
 		return stream_->poll_events(events);
 	case Phase::listening: {
-		pollfd p = {chan_->fd, POLLIN, 0};
-		::poll(&p, 1, 0);
-		return p.revents & (events | POLLERR | POLLHUP);
+		std::lock_guard<std::recursive_mutex> g(mu_);
+		take_requests();
+		return requests_.empty() ? 0 : static_cast<short>(events & POLLIN);
 	}
 	case Phase::resolving_addr:
 	case Phase::resolving_route:
