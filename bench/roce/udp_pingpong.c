@@ -6,12 +6,17 @@
  * and the client prints the median (perftest's "t_typical") and the average
  * over ITERS exchanges after WARMUP unmeasured ones.
  *
- *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b]          (server)
- *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] SERVER   (client)
+ *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] [-t]          (server)
+ *   udp_pingpong [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] [-t] SERVER   (client)
  *
  * Both sides spin on recv(MSG_DONTWAIT), as perftest's latency tests spin on
  * ibv_poll_cq and as the RoCE device reads its socket while the application
  * polls its CQ; -b waits in a blocking recv() instead (for information).
+ * -t sends what an RC ping-pong of RDMA WRITEs puts on the wire per exchange:
+ * the WRITE (SIZE + 32 bytes: BTH, RETH, ICRC) and the ACK of the peer's last
+ * WRITE (20 bytes: BTH, AETH, ICRC) as one UDP GSO train, received with
+ * UDP_GRO (one datagram, or two where the kernel cuts the train), as the
+ * RoCE device does: the socket layer's share of the device's latency.
  * SERVER is an IPv4 or IPv6 address. The client prints
  *   udp_pingpong: size S iters N mode busy|blocking median_us M average_us A
  * Exit status 0 on success, 1 on a socket error or a lost datagram (nothing
@@ -20,6 +25,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +35,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* <linux/udp.h>: send a GSO train (Linux 4.18) */
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104 /* <linux/udp.h>: receive trains whole (Linux 5.0) */
+#endif
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -35,20 +49,26 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* One datagram of exactly len bytes into buf; -1 after 5 s or on an error. */
-static int receive(int fd, char *buf, size_t len, int blocking,
+/* One datagram of exactly len bytes into buf (with `train`, datagrams until
+ * len bytes in all); -1 after 5 s or on an error. */
+static int receive(int fd, char *buf, size_t len, int blocking, int train,
 		   struct sockaddr_storage *from, socklen_t *fromlen)
 {
 	uint64_t deadline = now_ns() + 5000000000ull;
+	size_t got = 0;
 	for (;;) {
 		if (from)
 			*fromlen = sizeof(*from);
-		ssize_t n = recvfrom(fd, buf, len, blocking ? 0 : MSG_DONTWAIT,
+		ssize_t n = recvfrom(fd, buf + got, len - got, blocking ? 0 : MSG_DONTWAIT,
 				     (struct sockaddr *)from, from ? fromlen : NULL);
-		if (n == (ssize_t)len)
+		if (n == (ssize_t)(len - got))
 			return 0;
+		if (train && n > 0) {
+			got += (size_t)n;
+			continue;
+		}
 		if (n >= 0) {
-			fprintf(stderr, "udp_pingpong: %zd bytes received, %zu expected\n", n, len);
+			fprintf(stderr, "udp_pingpong: %zd bytes received, %zu expected\n", n, len - got);
 			return -1;
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -62,6 +82,37 @@ static int receive(int fd, char *buf, size_t len, int blocking,
 	}
 }
 
+/* One exchange's datagrams: SIZE bytes, or with `train` a GSO train of
+ * SIZE + 32 and 20 bytes. */
+static int transmit(int fd, char *buf, size_t size, int train, const struct sockaddr_storage *to,
+		    socklen_t tolen)
+{
+	if (!train)
+		return sendto(fd, buf, size, 0, (const struct sockaddr *)to, tolen) == (ssize_t)size ? 0
+														: -1;
+	struct iovec iov[2] = {{buf, size + 32}, {buf + size + 32, 20}};
+	union {
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct msghdr mh;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_name = (void *)to;
+	mh.msg_namelen = tolen;
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	mh.msg_control = ctl.b;
+	mh.msg_controllen = sizeof(ctl.b);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = IPPROTO_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+	uint16_t seg = (uint16_t)(size + 32);
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	return sendmsg(fd, &mh, 0) == (ssize_t)(size + 52) ? 0 : -1;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -73,21 +124,22 @@ int main(int argc, char **argv)
 	const char *port = "18600";
 	size_t size = 8;
 	long iters = 10000, warmup = 1000;
-	int blocking = 0, opt;
-	while ((opt = getopt(argc, argv, "p:s:n:w:b")) != -1) {
+	int blocking = 0, train = 0, opt;
+	while ((opt = getopt(argc, argv, "p:s:n:w:bt")) != -1) {
 		switch (opt) {
 		case 'p': port = optarg; break;
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'n': iters = strtol(optarg, NULL, 0); break;
 		case 'w': warmup = strtol(optarg, NULL, 0); break;
 		case 'b': blocking = 1; break;
+		case 't': train = 1; break;
 		default:
-			fprintf(stderr, "usage: %s [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] [SERVER]\n",
+			fprintf(stderr, "usage: %s [-p PORT] [-s SIZE] [-n ITERS] [-w WARMUP] [-b] [-t] [SERVER]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (size == 0 || size > 65507 || iters <= 0 || warmup < 0) {
+	if (size == 0 || size > (train ? 1400 : 65507) || iters <= 0 || warmup < 0) {
 		fprintf(stderr, "udp_pingpong: bad size or counts\n");
 		return 2;
 	}
@@ -108,7 +160,13 @@ int main(int argc, char **argv)
 		perror("udp_pingpong: socket");
 		return 1;
 	}
-	char *buf = calloc(1, size);
+	int one = 1;
+	if (train && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one))) {
+		perror("udp_pingpong: UDP_GRO");
+		return 1;
+	}
+	size_t wire = train ? size + 52 : size; /* bytes per exchange */
+	char *buf = calloc(1, wire);
 	uint64_t *samples = calloc((size_t)iters, sizeof(*samples));
 	if (!buf || !samples) {
 		fprintf(stderr, "udp_pingpong: out of memory\n");
@@ -128,10 +186,9 @@ int main(int argc, char **argv)
 		socklen_t peerlen;
 		/* The first datagram may wait for the client to start. */
 		for (long i = 0; i < total && !status; i++) {
-			if (receive(fd, buf, size, blocking || i == 0, &peer, &peerlen))
+			if (receive(fd, buf, wire, blocking || i == 0, train, &peer, &peerlen))
 				status = 1;
-			else if (sendto(fd, buf, size, 0, (struct sockaddr *)&peer, peerlen) !=
-				 (ssize_t)size) {
+			else if (transmit(fd, buf, size, train, &peer, peerlen)) {
 				perror("udp_pingpong: send");
 				status = 1;
 			}
@@ -143,10 +200,10 @@ int main(int argc, char **argv)
 		double sum = 0;
 		for (long i = 0; i < total && !status; i++) {
 			uint64_t t0 = now_ns();
-			if (send(fd, buf, size, 0) != (ssize_t)size) {
+			if (transmit(fd, buf, size, train, NULL, 0)) {
 				perror("udp_pingpong: send");
 				status = 1;
-			} else if (receive(fd, buf, size, blocking, NULL, NULL)) {
+			} else if (receive(fd, buf, wire, blocking, train, NULL, NULL)) {
 				status = 1;
 			} else if (i >= warmup) {
 				samples[i - warmup] = now_ns() - t0;
@@ -155,8 +212,8 @@ int main(int argc, char **argv)
 		}
 		if (!status) {
 			qsort(samples, (size_t)iters, sizeof(*samples), cmp_u64);
-			printf("udp_pingpong: size %zu iters %ld mode %s median_us %.3f average_us %.3f\n",
-			       size, iters, blocking ? "blocking" : "busy",
+			printf("udp_pingpong: size %zu iters %ld mode %s%s median_us %.3f average_us %.3f\n",
+			       size, iters, blocking ? "blocking" : "busy", train ? " train" : "",
 			       (double)samples[iters / 2] / 2000.0, sum / (double)iters / 2000.0);
 		}
 	}
