@@ -1626,6 +1626,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 void *roce_rx_main(void *arg)
 {
 	auto *rc = static_cast<RoceCtx *>(arg);
+	uint64_t window = kRoceAppPollNs; // roce.h
 	while (!rc->stop.load()) {
 		uint64_t now = now_ns();
 		uint64_t next = run_timers(rc);
@@ -1635,17 +1636,22 @@ void *roce_rx_main(void *arg)
 		if (rc->fault_held.load(std::memory_order_relaxed))
 			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
 		// The socket is watched here unless an application thread polled a
-		// CQ of the device within kRoceAppPollNs: that thread reads the
-		// socket itself (roce_drain from poll_cq), and waking this one for
-		// every datagram would take a core from it. One that waits for
-		// data some other way (ib_write_lat spins on the buffer an RDMA
-		// WRITE fills) polls its CQ for its own request's ACK, which the
-		// peer sends behind its WRITE (send_ack); once it stops polling,
-		// this thread watches again within kRoceAppPollNs.
+		// CQ of the device within the window: that thread reads the socket
+		// itself (roce_drain from poll_cq), and waking this one for every
+		// datagram would take a core from it. One that waits for data some
+		// other way (ib_write_lat spins on the buffer an RDMA WRITE fills)
+		// polls its CQ for its own request's ACK, which the peer sends
+		// behind its WRITE (send_ack); once it stops polling, this thread
+		// watches again within the window (kRoceAppPollNs, growing to
+		// kRoceAppPollMaxNs while a thread keeps polling: roce.h).
 		uint64_t app = rc->app_poll_ns.load(std::memory_order_relaxed);
-		bool app_reads = app && now - app < kRoceAppPollNs;
+		bool app_reads = app && now - app < window;
+		if (!app_reads)
+			window = kRoceAppPollNs;
+		else if (now - app < kRoceAppBusyNs)
+			window = std::min(window * 2, kRoceAppPollMaxNs);
 		if (app_reads)
-			wait_ns = std::min<uint64_t>(wait_ns, app + kRoceAppPollNs - now);
+			wait_ns = std::min<uint64_t>(wait_ns, app + window - now);
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
