@@ -217,31 +217,29 @@ TEST(SoftDevice, SuccessfulVerbsNeverClearErrno)
 		EXPECT_NE(errno, 0) << what << " set errno to 0";
 		errno = EOPNOTSUPP;
 	};
+	// For the calls that return 0 or an errno value.
+	auto done = [&](int rc, const char *what) {
+		EXPECT_EQ(rc, 0) << what;
+		step(what);
+	};
 	errno = EOPNOTSUPP;
 	ibv_context *ctx = open_soft();
 	ASSERT_NE(ctx, nullptr);
 	step("ibv_open_device");
 	struct ibv_device_attr da;
-	ASSERT_EQ(ibv_query_device(ctx, &da), 0);
-	step("ibv_query_device");
+	done(ibv_query_device(ctx, &da), "ibv_query_device");
 	struct ibv_device_attr_ex dax;
-	ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &dax), 0);
-	step("ibv_query_device_ex");
+	done(ibv_query_device_ex(ctx, nullptr, &dax), "ibv_query_device_ex");
 	struct ibv_port_attr pa;
-	ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
-	step("ibv_query_port");
+	done(ibv_query_port(ctx, 1, &pa), "ibv_query_port");
 	union ibv_gid gid;
-	ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &gid), 0);
-	step("ibv_query_gid");
+	done(ibv_query_gid(ctx, 1, 0, &gid), "ibv_query_gid");
 	struct ibv_gid_entry ge;
-	ASSERT_EQ(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0);
-	step("ibv_query_gid_ex");
+	done(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), "ibv_query_gid_ex");
 	enum ibv_gid_type_sysfs gt;
-	ASSERT_EQ(ibv_query_gid_type(ctx, 1, 0, &gt), 0);
-	step("ibv_query_gid_type");
+	done(ibv_query_gid_type(ctx, 1, 0, &gt), "ibv_query_gid_type");
 	uint16_t pkey;
-	ASSERT_EQ(ibv_query_pkey(ctx, 1, 0, &pkey), 0);
-	step("ibv_query_pkey");
+	done(ibv_query_pkey(ctx, 1, 0, &pkey), "ibv_query_pkey");
 	ibv_pd *pd = ibv_alloc_pd(ctx);
 	ASSERT_NE(pd, nullptr);
 	step("ibv_alloc_pd");
@@ -261,24 +259,15 @@ TEST(SoftDevice, SuccessfulVerbsNeverClearErrno)
 	step("ibv_create_qp");
 	ibv_qp_attr qa;
 	ibv_qp_init_attr qi;
-	ASSERT_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi), 0);
-	step("ibv_query_qp");
-	ASSERT_EQ(to_init(qp, 0), 0);
-	step("ibv_modify_qp INIT");
-	ASSERT_EQ(to_rtr(qp, qp->qp_num), 0);
-	step("ibv_modify_qp RTR");
-	ASSERT_EQ(to_rts(qp), 0);
-	step("ibv_modify_qp RTS");
-	ASSERT_EQ(ibv_destroy_qp(qp), 0);
-	step("ibv_destroy_qp");
-	ASSERT_EQ(ibv_destroy_cq(cq), 0);
-	step("ibv_destroy_cq");
-	ASSERT_EQ(ibv_dereg_mr(mr), 0);
-	step("ibv_dereg_mr");
-	ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-	step("ibv_dealloc_pd");
-	ASSERT_EQ(ibv_close_device(ctx), 0);
-	step("ibv_close_device");
+	done(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qi), "ibv_query_qp");
+	done(to_init(qp, 0), "ibv_modify_qp INIT");
+	done(to_rtr(qp, qp->qp_num), "ibv_modify_qp RTR");
+	done(to_rts(qp), "ibv_modify_qp RTS");
+	done(ibv_destroy_qp(qp), "ibv_destroy_qp");
+	done(ibv_destroy_cq(cq), "ibv_destroy_cq");
+	done(ibv_dereg_mr(mr), "ibv_dereg_mr");
+	done(ibv_dealloc_pd(pd), "ibv_dealloc_pd");
+	done(ibv_close_device(ctx), "ibv_close_device");
 }
 
 TEST(SoftDevice, GuidsAreStableAcrossOpens)
