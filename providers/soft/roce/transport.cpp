@@ -1645,13 +1645,14 @@ void *roce_rx_main(void *arg)
 		// watches again within the window (kRoceAppPollNs, growing to
 		// kRoceAppPollMaxNs while a thread keeps polling: roce.h).
 		uint64_t app = rc->app_poll_ns.load(std::memory_order_relaxed);
-		bool app_reads = app && now - app < window;
+		uint64_t since = app > now ? 0 : now - app; // it may have polled since `now`
+		bool app_reads = app && since < window;
 		if (!app_reads)
 			window = kRoceAppPollNs;
-		else if (now - app < kRoceAppBusyNs)
+		else if (since < kRoceAppBusyNs)
 			window = std::min(window * 2, kRoceAppPollMaxNs);
 		if (app_reads)
-			wait_ns = std::min<uint64_t>(wait_ns, app + window - now);
+			wait_ns = std::min<uint64_t>(wait_ns, window - since);
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
