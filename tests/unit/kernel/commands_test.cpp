@@ -520,6 +520,11 @@ TEST(Qp, CommandsKeepTheErrnoContract)
 	ASSERT_EQ(0, ibv_cmd_modify_qp(&qp, &qa, IBV_QP_STATE, reinterpret_cast<struct ibv_modify_qp *>(&mcmd),
 				       sizeof(mcmd)));
 	EXPECT_EQ(EILSEQ, errno);
+	struct ibv_qp_init_attr qi = {};
+	LegacyReq<ib_uverbs_query_qp> qcmd = {};
+	ASSERT_EQ(0, ibv_cmd_query_qp(&qp, &qa, IBV_QP_STATE, &qi, reinterpret_cast<struct ibv_query_qp *>(&qcmd),
+				      sizeof(qcmd)));
+	EXPECT_EQ(EILSEQ, errno);
 	// A check of the library's own: the value is errno too.
 	errno = 0;
 	EXPECT_EQ(EOPNOTSUPP, ibv_cmd_modify_qp(&qp, &qa, IBV_QP_RATE_LIMIT,
