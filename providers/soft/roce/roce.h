@@ -133,9 +133,10 @@ struct RoceCtx {
 	pthread_mutex_t rx_lock;
 	uint8_t *rx_bufs;         // kRoceBatch * kRoceRxBuffer
 	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
-	std::atomic<uint64_t> app_poll_ns{0}; // an application thread's last roce_drain
+	std::atomic<uint64_t> app_polls{0}; // roce_drain calls of application threads
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
+	uint32_t slots_end = 0;   // by_slot is empty from here on (the timers' scan)
 	// The transmit batch, under lock (transport.cpp, "transmit"): tx[i]
 	// describes the packet built in tx_bufs + i * kRoceTxSlot.
 	struct TxPkt {
