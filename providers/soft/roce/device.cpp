@@ -592,6 +592,7 @@ static struct ibv_qp *attach_transport(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&rc->lock);
 	qp->roce = rq;
 	rc->by_slot[qp->slot] = qp;
+	rc->slots_end = std::max(rc->slots_end, qp->slot + 1);
 	pthread_mutex_unlock(&rc->lock);
 	return ibqp;
 }
@@ -632,6 +633,8 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 	int e = soft_context_ops().destroy_qp(ibqp);
 	if (!e) {
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
+		while (rc->slots_end && !rc->by_slot[rc->slots_end - 1])
+			rc->slots_end--;
 		if (rc->gsi == qp)
 			rc->gsi = nullptr;
 	}

@@ -46,7 +46,10 @@ inline bool nak_goes_back(const GoBackState &s, uint32_t psn, uint64_t now_ns)
 {
 	if (psn_distance(psn, s.una) < 0)
 		return false;
-	if (s.went_back && psn == s.back_psn && now_ns - s.back_ns < kSameNakNs)
+	// now_ns may be a little older than back_ns: a unit of work reads the
+	// clock once (transport.cpp, ClockScope), another thread went back since.
+	if (s.went_back && psn == s.back_psn &&
+	    (now_ns < s.back_ns || now_ns - s.back_ns < kSameNakNs))
 		return false;
 	return true;
 }

@@ -54,19 +54,20 @@ inline constexpr uint32_t kRoceGsoBytes = 65000;
 // ACKs within a message, and those of longer messages, go when the batch
 // that asked for them is done (coalesced: one per QP).
 inline constexpr uint64_t kRoceAckDelayNs = 50000;
-// While an application thread has polled a CQ of the device within the
-// receive thread's window, it reads the socket itself (roce_drain) and the
-// receive thread only keeps the timers: a thread woken for each datagram
-// would take a core from the spinning application. After it, the receive
-// thread watches the socket again. The window starts at kRoceAppPollNs and
-// doubles, up to kRoceAppPollMaxNs, each time the receive thread wakes to
-// find an application thread polling that very moment (within
-// kRoceAppBusyNs); it is back at kRoceAppPollNs once no thread polls. On a
-// machine whose cores the spinning applications fill (two processes on two
-// cores, a TCG guest), each wake of the receive thread preempts one of them:
-// waking every 100 us made ib_write_lat's average 4.9-5.6 us where 1 ms made
-// it 3.5 us. The cost: a program that stops polling its CQ and waits for
-// data some other way sees its first datagram up to the window late, once.
+// While application threads poll CQs of the device, they read the socket
+// themselves (roce_drain) and the receive thread only keeps the timers: a
+// thread woken for each datagram would take a core from the spinning
+// application. The receive thread looks once per window whether they polled
+// since it last looked (RoceCtx::app_polls counts the polls: no clock read
+// per poll) and watches the socket again once they did not. The window
+// starts at kRoceAppPollNs and doubles, up to kRoceAppPollMaxNs, each time
+// the receive thread finds they polled at least once per kRoceAppBusyNs on
+// average; it is back at kRoceAppPollNs once none polled. On a machine whose
+// cores the spinning applications fill (two processes on two cores, a TCG
+// guest), each wake of the receive thread preempts one of them: waking every
+// 100 us made ib_write_lat's average 4.9-5.6 us where 1 ms made it 3.5 us.
+// The cost: a program that stops polling its CQ and waits for data some
+// other way sees its first datagram up to two windows (2 ms) late, once.
 inline constexpr uint64_t kRoceAppPollNs = 100000;
 inline constexpr uint64_t kRoceAppPollMaxNs = 1000000;
 inline constexpr uint64_t kRoceAppBusyNs = 20000;
@@ -133,9 +134,10 @@ struct RoceCtx {
 	pthread_mutex_t rx_lock;
 	uint8_t *rx_bufs;         // kRoceBatch * kRoceRxBuffer
 	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
-	std::atomic<uint64_t> app_poll_ns{0}; // an application thread's last roce_drain
+	std::atomic<uint64_t> app_polls{0}; // roce_drain calls of application threads
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
+	uint32_t slots_end = 0;   // by_slot is empty from here on (the timers' scan)
 	// The transmit batch, under lock (transport.cpp, "transmit"): tx[i]
 	// describes the packet built in tx_bufs + i * kRoceTxSlot.
 	struct TxPkt {

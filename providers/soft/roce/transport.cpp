@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,44 @@ namespace {
 
 inline int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
 inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & kPsnMask; }
+
+// The transport's clock (now_ns, CLOCK_MONOTONIC) is read at most once per
+// unit of work (ClockScope: a round of datagrams in roce_drain, a
+// post_send), when the first timer of the unit is set or checked: the
+// unit's work takes microseconds, against timers of tens of microseconds
+// and more. Where the kernel's clocksource is emulated (a TCG guest: the
+// HPET, a device access under qemu's global lock) each read costs several
+// microseconds, and reading it for each packet and each poll made a
+// quarter of an RDMA WRITE ping-pong's time in the test bed.
+thread_local uint64_t t_clock_ns;
+thread_local int t_clock_scopes;
+
+uint64_t clock_ns()
+{
+	if (!t_clock_scopes)
+		return now_ns();
+	if (!t_clock_ns)
+		t_clock_ns = now_ns();
+	return t_clock_ns;
+}
+
+struct ClockScope {
+	uint64_t saved = t_clock_ns;
+	ClockScope()
+	{
+		t_clock_scopes++;
+		t_clock_ns = 0;
+	}
+	// The unit's work starts again (the next round of datagrams).
+	void renew() { t_clock_ns = 0; }
+	~ClockScope()
+	{
+		t_clock_scopes--;
+		t_clock_ns = saved;
+	}
+	ClockScope(const ClockScope &) = delete;
+	ClockScope &operator=(const ClockScope &) = delete;
+};
 
 int32_t g_pid;
 void pid_refresh() { g_pid = getpid(); }
@@ -432,7 +471,7 @@ void send_ack(SoftQp *qp, bool delay = false)
 	r->ack_msn = r->msn;
 	if (!r->ack_pending) {
 		r->ack_pending = true;
-		r->ack_due_ns = delay ? now_ns() + kRoceAckDelayNs : 0;
+		r->ack_due_ns = delay ? clock_ns() + kRoceAckDelayNs : 0;
 	} else if (!delay) {
 		r->ack_due_ns = 0;
 	}
@@ -485,7 +524,7 @@ void ack_run(RoceCtx *rc, uint64_t now, bool all)
 void tx_done(RoceCtx *rc)
 {
 	if (rc->nacks)
-		ack_run(rc, now_ns(), false);
+		ack_run(rc, clock_ns(), false);
 	roce_flush(rc);
 }
 
@@ -661,7 +700,7 @@ void pump(SoftQp *qp)
 	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
 	if (st != IBV_QPS_RTS)
 		return;
-	if (r->rnr_until_ns && now_ns() < r->rnr_until_ns)
+	if (r->rnr_until_ns && clock_ns() < r->rnr_until_ns)
 		return;
 	r->rnr_until_ns = 0;
 	bool sent = false;
@@ -684,7 +723,7 @@ void pump(SoftQp *qp)
 		// Longer after each timeout in a row (recovery.h).
 		uint64_t to = timeout_ns(qp->attr.timeout);
 		int missed = std::max(int(qp->attr.retry_cnt) - r->retry_left, 0);
-		r->deadline_ns = to ? now_ns() + retransmit_wait_ns(to, uint32_t(missed)) : 0;
+		r->deadline_ns = to ? clock_ns() + retransmit_wait_ns(to, uint32_t(missed)) : 0;
 	}
 	// A waiting acknowledgement goes right behind the requests (a
 	// ping-pong's peer reads the request before the ACK it polls for).
@@ -729,7 +768,7 @@ void rewind_to(SoftQp *qp, uint32_t psn)
 		r->snd_nxt = found ? psn : r->tx[idx].psn;
 	}
 	r->rewind_psn = r->snd_nxt;
-	r->rewind_ns = now_ns();
+	r->rewind_ns = clock_ns();
 	r->cwnd = std::max<uint32_t>(r->cwnd / 2, 8);
 	r->deadline_ns = 0;
 }
@@ -759,7 +798,7 @@ void on_response(SoftQp *qp, const Packet &k)
 			r->cwnd++;
 		r->retry_left = qp->attr.retry_cnt;
 		uint64_t to = timeout_ns(qp->attr.timeout);
-		r->deadline_ns = to ? now_ns() + to : 0;
+		r->deadline_ns = to ? clock_ns() + to : 0;
 	};
 	if (k.flags & F_READ_RESP) {
 		for (uint32_t i = 0; i < qp->sq_count; i++) {
@@ -864,7 +903,7 @@ void on_response(SoftQp *qp, const Packet &k)
 		if (r->rnr_left != 7)
 			r->rnr_left--;
 		rewind_to(qp, psn);
-		r->rnr_until_ns = now_ns() + uint64_t(kRnrTimer10us[k.syndrome & 31]) * 10000ull;
+		r->rnr_until_ns = clock_ns() + uint64_t(kRnrTimer10us[k.syndrome & 31]) * 10000ull;
 		qp->ctx->roce->retransmits++;
 		return;
 	}
@@ -872,7 +911,7 @@ void on_response(SoftQp *qp, const Packet &k)
 		switch (k.syndrome & 0x1f) {
 		case kNakPsnSeq:
 			if (!nak_goes_back({r->una, r->rewind_ns != 0, r->rewind_psn, r->rewind_ns}, psn,
-					   now_ns())) {
+					   clock_ns())) {
 				pump(qp); // already being sent again; the window may have opened
 				return;
 			}
@@ -1150,7 +1189,7 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 			qp->qpn, opcode_name(k.bth.opcode), k.bth.psn, r->epsn);
 	if (d > 0) {
 		// A gap: NAK once, drop until the expected PSN comes.
-		uint64_t now = now_ns();
+		uint64_t now = clock_ns();
 		if (!r->nak_sent || now - r->nak_ns > kRoceNakRepeatNs) {
 			send_aeth(qp, kAck, r->epsn, kAethNak | kNakPsnSeq);
 			r->nak_sent = true;
@@ -1481,7 +1520,7 @@ void inject(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	    msg.msg_controllen <= sizeof(f->held_ctl)) {
 		memcpy(f->held, p, n);
 		f->held_len = n;
-		f->held_ns = now_ns();
+		f->held_ns = clock_ns();
 		memcpy(&f->held_name, msg.msg_name, sizeof(f->held_name));
 		f->held_flags = msg.msg_flags;
 		f->held_ctl_len = msg.msg_controllen;
@@ -1506,7 +1545,7 @@ uint64_t run_timers(RoceCtx *rc)
 {
 	uint64_t now = now_ns(), next = 0;
 	pthread_mutex_lock(&rc->lock);
-	for (uint32_t s = 0; s < kMaxQps; s++) {
+	for (uint32_t s = 0; s < rc->slots_end; s++) {
 		SoftQp *qp = rc->by_slot[s];
 		if (!qp || qp->type != IBV_QPT_RC || !qp->sq_count)
 			continue;
@@ -1550,7 +1589,7 @@ uint64_t run_timers(RoceCtx *rc)
 int roce_drain(RoceCtx *rc, bool from_app)
 {
 	if (from_app) {
-		rc->app_poll_ns.store(now_ns(), std::memory_order_relaxed);
+		rc->app_polls.fetch_add(1, std::memory_order_relaxed);
 		if (pthread_mutex_trylock(&rc->rx_lock) != 0)
 			return 0;
 	} else {
@@ -1565,6 +1604,9 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		struct cmsghdr align;
 	} ctls[kRoceBatch];
 	int total = 0;
+	// The clock of the datagrams' work (made when the first come: a poll
+	// that finds none touches no thread-local state).
+	std::optional<ClockScope> clock;
 	for (int rounds = 0; rounds < 8; rounds++) {
 		for (int i = 0; i < kRoceBatch; i++) {
 			iovs[i] = {rc->rx_bufs + size_t(i) * kRoceRxBuffer, kRoceRxBuffer};
@@ -1579,6 +1621,10 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		int got = recvmmsg(rc->fd, msgs, kRoceBatch, MSG_DONTWAIT, nullptr);
 		if (got <= 0)
 			break;
+		if (clock)
+			clock->renew();
+		else
+			clock.emplace();
 		for (int i = 0; i < got; i++) {
 			auto *p = static_cast<uint8_t *>(iovs[i].iov_base);
 			size_t len = msgs[i].msg_len;
@@ -1610,7 +1656,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		if (got < kRoceBatch)
 			break;
 	}
-	if (rc->fault && rc->fault->held_len && now_ns() - rc->fault->held_ns >= kRoceHoldNs)
+	if (rc->fault && rc->fault->held_len && clock_ns() - rc->fault->held_ns >= kRoceHoldNs)
 		release_held(rc);
 	// What the datagrams asked for leaves now: coalesced ACKs, the
 	// requests their ACKs let through, read responses.
@@ -1627,6 +1673,8 @@ void *roce_rx_main(void *arg)
 {
 	auto *rc = static_cast<RoceCtx *>(arg);
 	uint64_t window = kRoceAppPollNs; // roce.h
+	uint64_t last_polls = rc->app_polls.load(std::memory_order_relaxed);
+	uint64_t last_look = now_ns();
 	while (!rc->stop.load()) {
 		uint64_t now = now_ns();
 		uint64_t next = run_timers(rc);
@@ -1636,23 +1684,27 @@ void *roce_rx_main(void *arg)
 		if (rc->fault_held.load(std::memory_order_relaxed))
 			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
 		// The socket is watched here unless an application thread polled a
-		// CQ of the device within the window: that thread reads the socket
-		// itself (roce_drain from poll_cq), and waking this one for every
-		// datagram would take a core from it. One that waits for data some
-		// other way (ib_write_lat spins on the buffer an RDMA WRITE fills)
-		// polls its CQ for its own request's ACK, which the peer sends
-		// behind its WRITE (send_ack); once it stops polling, this thread
-		// watches again within the window (kRoceAppPollNs, growing to
-		// kRoceAppPollMaxNs while a thread keeps polling: roce.h).
-		uint64_t app = rc->app_poll_ns.load(std::memory_order_relaxed);
-		uint64_t since = app > now ? 0 : now - app; // it may have polled since `now`
-		bool app_reads = app && since < window;
+		// CQ of the device since this thread last looked: that thread reads
+		// the socket itself (roce_drain from poll_cq), and waking this one
+		// for every datagram would take a core from it. One that waits for
+		// data some other way (ib_write_lat spins on the buffer an RDMA
+		// WRITE fills) polls its CQ for its own request's ACK, which the
+		// peer sends behind its WRITE (send_ack); once it stops polling,
+		// this thread watches again within two windows (kRoceAppPollNs,
+		// growing to kRoceAppPollMaxNs while a thread polls at least every
+		// kRoceAppBusyNs: roce.h). The polls are counted, not stamped: a
+		// clock read per poll is what a guest's emulated clock makes dear.
+		uint64_t polls = rc->app_polls.load(std::memory_order_relaxed);
+		uint64_t seen = polls - last_polls, looked = now - last_look;
+		last_polls = polls;
+		last_look = now;
+		bool app_reads = seen != 0;
 		if (!app_reads)
 			window = kRoceAppPollNs;
-		else if (since < kRoceAppBusyNs)
+		else if (seen * kRoceAppBusyNs >= looked)
 			window = std::min(window * 2, kRoceAppPollMaxNs);
 		if (app_reads)
-			wait_ns = std::min<uint64_t>(wait_ns, window - since);
+			wait_ns = std::min<uint64_t>(wait_ns, window);
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
@@ -1747,6 +1799,7 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 	}
 	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
 	int err = 0;
+	ClockScope clock;
 	pthread_mutex_lock(&rc->lock);
 	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
 	if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD) {

@@ -57,6 +57,15 @@ TEST(RoceRecovery, CopyOfTheNakThatSentItBackIsIgnored)
 	EXPECT_FALSE(nak_goes_back(s, 0x100, 10 * kMs + kSameNakNs - 1));
 }
 
+TEST(RoceRecovery, CopyOfTheNakSeenWithAnOlderClockReadingIsIgnored)
+{
+	// The thread that handles the NAK read its clock for the batch before
+	// another thread went back (transport.cpp, ClockScope): the difference
+	// must not wrap into "long ago".
+	GoBackState s{0x100, true, 0x100, 10 * kMs};
+	EXPECT_FALSE(nak_goes_back(s, 0x100, 10 * kMs - 3000));
+}
+
 TEST(RoceRecovery, ResponderRepeatForTheSamePsnIsTaken)
 {
 	// The responder NAKs a gap again only after its repeat time (2 ms):
