@@ -19,6 +19,12 @@ namespace ovroce {
 // Signed distance a - b of two 24-bit PSNs (a later PSN is positive).
 inline int32_t psn_distance(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
 
+// Nanoseconds from `then` to `now`, 0 when `now` is the earlier: the
+// transport reads its clock once per unit of work (transport.cpp,
+// ClockScope), so a reading may be a little older than a stamp another
+// thread made meanwhile; an unsigned difference would wrap into "long ago".
+inline uint64_t ns_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
+
 // The requester's state the NAK rule reads.
 struct GoBackState {
 	uint32_t una;         // first PSN not acknowledged (already moved by the NAK)
@@ -46,10 +52,7 @@ inline bool nak_goes_back(const GoBackState &s, uint32_t psn, uint64_t now_ns)
 {
 	if (psn_distance(psn, s.una) < 0)
 		return false;
-	// now_ns may be a little older than back_ns: a unit of work reads the
-	// clock once (transport.cpp, ClockScope), another thread went back since.
-	if (s.went_back && psn == s.back_psn &&
-	    (now_ns < s.back_ns || now_ns - s.back_ns < kSameNakNs))
+	if (s.went_back && psn == s.back_psn && ns_since(now_ns, s.back_ns) < kSameNakNs)
 		return false;
 	return true;
 }

@@ -1190,8 +1190,7 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 	if (d > 0) {
 		// A gap: NAK once, drop until the expected PSN comes.
 		uint64_t now = clock_ns();
-		// (now may be a little older than nak_ns: ClockScope.)
-		if (!r->nak_sent || (now > r->nak_ns && now - r->nak_ns > kRoceNakRepeatNs)) {
+		if (!r->nak_sent || ns_since(now, r->nak_ns) > kRoceNakRepeatNs) {
 			send_aeth(qp, kAck, r->epsn, kAethNak | kNakPsnSeq);
 			r->nak_sent = true;
 			r->nak_ns = now;
@@ -1657,8 +1656,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		if (got < kRoceBatch)
 			break;
 	}
-	if (rc->fault && rc->fault->held_len && clock_ns() >= rc->fault->held_ns &&
-	    clock_ns() - rc->fault->held_ns >= kRoceHoldNs)
+	if (rc->fault && rc->fault->held_len && ns_since(clock_ns(), rc->fault->held_ns) >= kRoceHoldNs)
 		release_held(rc);
 	// What the datagrams asked for leaves now: coalesced ACKs, the
 	// requests their ACKs let through, read responses.
