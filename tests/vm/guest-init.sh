@@ -97,6 +97,13 @@ esac
 export OV_LIB_DIR OV_MODE OV_REPO OV_BUILD_DIR OV_RESULTS RXE_DEV RXE_IP SIW_DEV SIW_IP
 export OV_TEST_TIMEOUT
 
+# A program that dies of a signal leaves a core here; ov_check (lib.sh) puts
+# its backtraces into the test's log (a crash seen once in CI stays readable).
+export OV_CORE_DIR=$res/cores
+mkdir -p "$OV_CORE_DIR"
+echo "$OV_CORE_DIR/core.%E.%p" >/proc/sys/kernel/core_pattern
+ulimit -c unlimited
+
 # A library that cannot even be loaded fails the run here, once, not per test.
 ibv_devices >"$res/logs/library-check.log" 2>&1
 rc=$?

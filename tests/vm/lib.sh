@@ -63,16 +63,41 @@ ov_loader_error() {
 # ov_check NAME LOG RC [PATTERN]: PASS when RC is 0 and (if given) the log
 # matches the extended regular expression PATTERN.
 ov_check() {
-  local name=$1 log=$2 rc=$3 pat=${4:-} t0=$5
+  local name=$1 log=$2 rc=$3 pat=${4:-} t0=$5 tail core=""
+  tail=$(ov_tail "$log")
+  ov_backtraces "$log" && core="; a core's backtraces are in $log"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    ov_result FAIL "$name" "$t0" "(timed out after ${OV_TEST_TIMEOUT}s; log $log)"
+    ov_result FAIL "$name" "$t0" "(timed out after ${OV_TEST_TIMEOUT}s; log $log$core)"
   elif [ "$rc" != 0 ]; then
-    ov_result FAIL "$name" "$t0" "(exit $rc: $(ov_tail "$log"))"
+    ov_result FAIL "$name" "$t0" "(exit $rc: $tail$core)"
   elif [ -n "$pat" ] && ! grep -qE -- "$pat" "$log"; then
     ov_result FAIL "$name" "$t0" "(output lacks /$pat/; log $log)"
   else
     ov_result PASS "$name" "$t0"
   fi
+}
+
+# ov_backtraces LOG: a program of the test that died of a signal left a core
+# in $OV_CORE_DIR (guest-init.sh points the kernel's core_pattern there, as
+# core.<path with ! for />.<pid>): append every thread's backtrace to LOG, so
+# that a crash seen once in CI can be read afterwards, then keep the core
+# under $OV_LOGDIR/cores for gdb on the host.
+# True when there was one.
+ov_backtraces() {
+  local log=$1 core exe found=1
+  [ -n "${OV_CORE_DIR:-}" ] && [ -d "$OV_CORE_DIR" ] || return 1
+  for core in "$OV_CORE_DIR"/core.*; do
+    [ -f "$core" ] || continue
+    found=0
+    exe=${core##*/core.}; exe=${exe%.*}; exe=${exe//!//}
+    {
+      echo "+ core dump of $exe: ${core##*/} (kept in $OV_LOGDIR/cores)"
+      timeout 120 gdb -batch -nx -q -ex 'info sharedlibrary' -ex 'thread apply all bt' \
+        "$exe" "$core" 2>&1 | grep -v '^\[New LWP'
+    } >>"$log"
+    mkdir -p "$OV_LOGDIR/cores" && mv "$core" "$OV_LOGDIR/cores/"
+  done
+  return $found
 }
 
 # Last meaningful line of a log, for the result note.
