@@ -206,9 +206,11 @@ inline uint8_t pad_for(uint32_t len) { return uint8_t((4 - (len & 3)) & 3); }
 // the Ethernet polynomial, chained as zlib's crc32 chains.
 using CrcFn = uint32_t (*)(uint32_t c, const uint8_t *p, uint64_t n);
 // The one the ICRC uses (crc.cpp): ISA-L's crc32_gzip_refl when
-// libisal.so.2 loads and agrees with zlib on a probe, else zlib's crc32;
-// OPENVERBS_SOFT_ROCE_CRC=zlib forces zlib. crc_name says which ("isa-l",
-// "zlib"); crc_zlib is zlib's, for comparisons.
+// libisal.so.2 loads, agrees with zlib on a probe and is not slower than
+// zlib on this machine (timed once), else zlib's crc32;
+// OPENVERBS_SOFT_ROCE_CRC=zlib forces zlib, =isa-l skips the timing.
+// crc_name says which ("isa-l", "zlib"); crc_zlib is zlib's, for
+// comparisons.
 CrcFn crc_function();
 const char *crc_name();
 CrcFn crc_zlib();
