@@ -133,6 +133,20 @@ struct RoceCtx {
 	// holder.
 	pthread_mutex_t rx_lock;
 	uint8_t *rx_bufs;         // kRoceBatch * kRoceRxBuffer
+	// recvmmsg's headers over rx_bufs, also the holder's: set up once and
+	// afterwards only the entries a receive filled (the first rx_dirty),
+	// so that a poll finding the socket empty costs the system call alone.
+	struct RxMsgs {
+		union Ctl {
+			char b[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+			       CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctls[kRoceBatch];
+		struct mmsghdr msgs[kRoceBatch];
+		struct iovec iovs[kRoceBatch];
+		struct sockaddr_in6 names[kRoceBatch];
+	} rx_msgs;
+	int rx_dirty = kRoceBatch;
 	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
 	std::atomic<uint64_t> app_polls{0}; // roce_drain calls of application threads
 	pthread_mutex_t lock;
