@@ -370,3 +370,39 @@ TEST(RoceIcrc, ChosenCrcEqualsZlibsAtEveryLengthAndSplit)
 		}
 	std::printf("ICRC CRC-32: %s\n", crc_name());
 }
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+// XINUSE (XGETBV with ECX = 1): which state components are not in their
+// initial configuration. Bit 2: the upper halves of YMM0-15; bit 6: the
+// upper halves of ZMM0-15 (Intel SDM vol. 1, 13.6). False when the CPU
+// cannot tell.
+static bool xinuse(uint64_t *out)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & (1u << 2)))
+		return false;
+	uint32_t lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+	*out = (uint64_t(hi) << 32) | lo;
+	return true;
+}
+
+// A CRC over a long buffer (ISA-L's vector code, when chosen) leaves the
+// upper register halves clean (crc.cpp, isal_clean): otherwise the thread
+// pays for every legacy-SSE instruction it runs afterwards.
+TEST(RoceIcrc, LongCrcLeavesUpperVectorStateClean)
+{
+	std::vector<uint8_t> buf(16384, 0x5a);
+	const CrcFn chosen = crc_function();
+	uint32_t r = chosen(0, buf.data(), buf.size());
+	uint64_t in_use = 0;
+	if (!xinuse(&in_use))
+		GTEST_SKIP() << "this CPU does not report XINUSE";
+	EXPECT_EQ(in_use & ((1u << 2) | (1u << 6)), 0u)
+		<< crc_name() << " left the upper vector halves in use (XINUSE " << std::hex << in_use
+		<< ")";
+	EXPECT_EQ(r, crc_zlib()(0, buf.data(), buf.size()));
+}
+#endif
