@@ -1620,8 +1620,9 @@ int roce_drain(RoceCtx *rc, bool from_app)
 			msgs[i].msg_hdr.msg_controllen = sizeof(rx.ctls[i].b);
 		}
 		// The system call itself: libc's recvmmsg is a cancellation point
-		// and wraps the call in two atomic updates of the thread's state,
-		// up to a third of the cost of a poll that finds nothing (host).
+		// and wraps the call in two atomic updates of the thread's state
+		// (with the set-up of all 16 headers each time, an empty poll cost
+		// 190-240 ns on the host against 160 for the bare call).
 		// Cancellation here would leave rx_lock held in any case.
 		int got = int(syscall(SYS_recvmmsg, rc->fd, msgs, kRoceBatch, MSG_DONTWAIT, nullptr));
 		if (got <= 0) {
