@@ -131,6 +131,12 @@ for entry in $OV_GROUPS; do
     esac
   done
   rc=${PIPESTATUS[0]}
+  # Cores of tests whose result the group wrote itself (ov_result): their
+  # backtraces go to the group's own file.
+  if compgen -G "$OV_CORE_DIR/core.*" >/dev/null; then
+    (OV_GROUP=$name OV_LOGDIR=$res/logs/$name
+     . "$OV_REPO/tests/vm/lib.sh" && ov_backtraces "$res/logs/$name/cores.log")
+  fi
   d=$(( ${EPOCHREALTIME//[!0-9]/} - t0 ))
   secs=$(printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000)))
   nlines=$(cat "$res/logs/$name/results.txt" 2>/dev/null | wc -l)

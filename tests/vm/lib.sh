@@ -246,6 +246,7 @@ ov_xfail_pair() {
 
 ov_xcheck() {
   local name=$1 reason=$2 pat=$3 log=$4 rc=$5 t0=$6
+  ov_backtraces "$log"
   if [ "$rc" = 0 ]; then
     ov_result FAIL "$name" "$t0" "(expected to fail: $reason; it passed)"
   elif ov_loader_error "$log"; then
