@@ -705,6 +705,17 @@ static int roce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	return soft_context_ops().poll_cq(ibcq, n, wc);
 }
 
+// Arming a CQ's notification says the thread may block next: the receive
+// thread, if it had left the socket to polling applications, watches it
+// again now (roce_note_app_waits), not up to two windows later.
+static int roce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	int e = soft_context_ops().req_notify_cq(ibcq, solicited_only);
+	if (e == 0)
+		roce_note_app_waits(to_sctx(ibcq->context)->roce);
+	return e;
+}
+
 static struct ibv_xrcd *roce_open_xrcd(struct ibv_context *, struct ibv_xrcd_init_attr *)
 {
 	errno = EOPNOTSUPP;
@@ -738,6 +749,7 @@ static const struct verbs_context_ops g_roce_ops = [] {
 	o.post_send = roce_post_send;
 	o.query_device_ex = roce_query_device_ex;
 	o.query_port = roce_query_port;
+	o.req_notify_cq = roce_req_notify_cq;
 	return o;
 }();
 

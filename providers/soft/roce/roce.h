@@ -55,21 +55,29 @@ inline constexpr uint32_t kRoceGsoBytes = 65000;
 // that asked for them is done (coalesced: one per QP).
 inline constexpr uint64_t kRoceAckDelayNs = 50000;
 // While application threads poll CQs of the device, they read the socket
-// themselves (roce_drain) and the receive thread only keeps the timers: a
-// thread woken for each datagram would take a core from the spinning
-// application. The receive thread looks once per window whether they polled
-// since it last looked (RoceCtx::app_polls counts the polls: no clock read
-// per poll) and watches the socket again once they did not. The window
+// themselves (roce_drain) and send the delayed ACKs that fall due; the
+// receive thread keeps only the retransmission and RNR timers, and only
+// when one is due (RoceCtx::timer_hint_ns): a thread woken for each datagram
+// would take a core from the spinning application. The receive thread looks
+// once per window whether they polled since it last looked
+// (RoceCtx::app_polls counts the polls: no clock read per poll) and watches
+// the socket again once they did not, or at once when one of them arms a
+// CQ's notification (roce_req_notify_cq: it is about to block). The window
 // starts at kRoceAppPollNs and doubles, up to kRoceAppPollMaxNs, each time
 // the receive thread finds they polled at least once per kRoceAppBusyNs on
 // average; it is back at kRoceAppPollNs once none polled. On a machine whose
 // cores the spinning applications fill (two processes on two cores, a TCG
 // guest), each wake of the receive thread preempts one of them: waking every
-// 100 us made ib_write_lat's average 4.9-5.6 us where 1 ms made it 3.5 us.
+// 100 us made ib_write_lat's average 4.9-5.6 us where 1 ms made it 3.5 us on
+// the host; in the test bed's TCG guest, where a wake costs tens of
+// microseconds, waking at most every 4 ms and without the lock unless a
+// timer is due took ib_write_lat's median from 91-151 us to 50-77 us.
 // The cost: a program that stops polling its CQ and waits for data some
-// other way sees its first datagram up to two windows (2 ms) late, once.
+// other way than a CQ's notification sees its first datagram up to two
+// windows (8 ms) late, once, and the ACK of a single-packet request it took
+// in its last poll up to one window late.
 inline constexpr uint64_t kRoceAppPollNs = 100000;
-inline constexpr uint64_t kRoceAppPollMaxNs = 1000000;
+inline constexpr uint64_t kRoceAppPollMaxNs = 4000000;
 inline constexpr uint64_t kRoceAppBusyNs = 20000;
 // A PSN sequence NAK is sent once per gap, and again when the gap is still
 // there this long after (the packets sent again were lost too); the
@@ -122,7 +130,7 @@ struct RoceCtx {
 	uint32_t ngids;
 	std::atomic<uint64_t> gids_read_ns;
 	int fd = -1;              // the UDP socket (AF_INET6, dual stack, port 4791)
-	int wake_fd = -1;         // eventfd: stops the receive thread
+	int wake_fd = -1;         // eventfd: wakes the receive thread (stop, app_waits)
 	pthread_t rx;
 	bool rx_started;
 	std::atomic<bool> stop;
@@ -149,6 +157,11 @@ struct RoceCtx {
 	int rx_dirty = kRoceBatch;
 	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
 	std::atomic<uint64_t> app_polls{0}; // roce_drain calls of application threads
+	// The receive thread leaves the socket to polling applications
+	// (kRoceAppPollNs); an application thread that arms a CQ's notification
+	// then sets app_waits and wakes it (wake_fd), once.
+	std::atomic<bool> apps_read{false};
+	std::atomic<bool> app_waits{false};
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
 	uint32_t slots_end = 0;   // by_slot is empty from here on (the timers' scan)
@@ -173,6 +186,10 @@ struct RoceCtx {
 	uint32_t nacks = 0;
 	uint64_t ack_next_ns = 0;
 	std::atomic<bool> tx_work{false}; // ACKs wait (read without the lock)
+	// No retransmission or RNR deadline of a QP is earlier than this (0:
+	// none): run_timers sets it to the earliest, arming a deadline lowers it
+	// (under lock; the receive thread reads it without, to sleep until it).
+	std::atomic<uint64_t> timer_hint_ns{0};
 	// The device's QP1 in this process (general services: the CM's MADs):
 	// the first UD QP given the GSI Q_Key 0x80010000 (a controlled Q_Key,
 	// which a kernel device gives only to privileged users). Datagrams for
@@ -283,6 +300,9 @@ void *roce_rx_main(void *arg);
 // thread (poll_cq) that skips it when another thread is reading. Returns the
 // datagrams handled.
 int roce_drain(RoceCtx *rc, bool from_app);
+// ibv_req_notify_cq on a CQ of the device: the receive thread watches the
+// socket again at once if it had left it to polling applications.
+void roce_note_app_waits(RoceCtx *rc);
 // Sends the transmit batch (rc->lock held).
 void roce_flush(RoceCtx *rc);
 // Sends every acknowledgement still waiting and the batch, whatever their

@@ -129,6 +129,16 @@ uint64_t timeout_ns(uint8_t t)
 	return std::max<uint64_t>(ns, 2000000ull);
 }
 
+// Sets a retransmission or RNR deadline (`at`, 0: none) and lowers the
+// receive thread's hint to it (RoceCtx::timer_hint_ns). rc->lock held.
+void arm_timer(RoceCtx *rc, uint64_t &deadline, uint64_t at)
+{
+	deadline = at;
+	uint64_t hint = rc->timer_hint_ns.load(std::memory_order_relaxed);
+	if (at && (!hint || at < hint))
+		rc->timer_hint_ns.store(at, std::memory_order_relaxed);
+}
+
 uint32_t packets_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) / mtu : 1; }
 
 // ------------------------------------------------------------------ memory
@@ -726,7 +736,8 @@ void pump(SoftQp *qp)
 		// Longer after each timeout in a row (recovery.h).
 		uint64_t to = timeout_ns(qp->attr.timeout);
 		int missed = std::max(int(qp->attr.retry_cnt) - r->retry_left, 0);
-		r->deadline_ns = to ? clock_ns() + retransmit_wait_ns(to, uint32_t(missed)) : 0;
+		arm_timer(qp->ctx->roce, r->deadline_ns,
+			  to ? clock_ns() + retransmit_wait_ns(to, uint32_t(missed)) : 0);
 	}
 	// A waiting acknowledgement goes right behind the requests (a
 	// ping-pong's peer reads the request before the ACK it polls for).
@@ -801,7 +812,7 @@ void on_response(SoftQp *qp, const Packet &k)
 			r->cwnd++;
 		r->retry_left = qp->attr.retry_cnt;
 		uint64_t to = timeout_ns(qp->attr.timeout);
-		r->deadline_ns = to ? clock_ns() + to : 0;
+		arm_timer(qp->ctx->roce, r->deadline_ns, to ? clock_ns() + to : 0);
 	};
 	if (k.flags & F_READ_RESP) {
 		for (uint32_t i = 0; i < qp->sq_count; i++) {
@@ -906,7 +917,8 @@ void on_response(SoftQp *qp, const Packet &k)
 		if (r->rnr_left != 7)
 			r->rnr_left--;
 		rewind_to(qp, psn);
-		r->rnr_until_ns = clock_ns() + uint64_t(kRnrTimer10us[k.syndrome & 31]) * 10000ull;
+		arm_timer(qp->ctx->roce, r->rnr_until_ns,
+			  clock_ns() + uint64_t(kRnrTimer10us[k.syndrome & 31]) * 10000ull);
 		qp->ctx->roce->retransmits++;
 		return;
 	}
@@ -1543,8 +1555,10 @@ void inject(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	release_held(rc);
 }
 
-// Retransmission and RNR timers of every QP. Returns the next due time (0: none).
-uint64_t run_timers(RoceCtx *rc)
+// Retransmission and RNR timers of every QP, and the delayed ACKs that are
+// due. Returns the next retransmission or RNR deadline (0: none; also the new
+// timer_hint_ns) and sets *ack_next to the next delayed ACK's (0: none).
+uint64_t run_timers(RoceCtx *rc, uint64_t *ack_next)
 {
 	uint64_t now = now_ns(), next = 0;
 	pthread_mutex_lock(&rc->lock);
@@ -1580,9 +1594,9 @@ uint64_t run_timers(RoceCtx *rc)
 			if (t && (!next || t < next))
 				next = t;
 	}
+	rc->timer_hint_ns.store(next, std::memory_order_relaxed);
 	tx_done(rc);
-	if (rc->ack_next_ns && (!next || rc->ack_next_ns < next))
-		next = rc->ack_next_ns;
+	*ack_next = rc->ack_next_ns;
 	pthread_mutex_unlock(&rc->lock);
 	return next;
 }
@@ -1689,32 +1703,43 @@ void *roce_rx_main(void *arg)
 	uint64_t last_look = now_ns();
 	while (!rc->stop.load()) {
 		uint64_t now = now_ns();
-		uint64_t next = run_timers(rc);
-		uint64_t wait_ns = 50000000;
-		if (next)
-			wait_ns = next <= now ? 0 : std::min<uint64_t>(next - now, wait_ns);
-		if (rc->fault_held.load(std::memory_order_relaxed))
-			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
 		// The socket is watched here unless an application thread polled a
 		// CQ of the device since this thread last looked: that thread reads
-		// the socket itself (roce_drain from poll_cq), and waking this one
-		// for every datagram would take a core from it. One that waits for
-		// data some other way (ib_write_lat spins on the buffer an RDMA
-		// WRITE fills) polls its CQ for its own request's ACK, which the
-		// peer sends behind its WRITE (send_ack); once it stops polling,
-		// this thread watches again within two windows (kRoceAppPollNs,
-		// growing to kRoceAppPollMaxNs while a thread polls at least every
-		// kRoceAppBusyNs: roce.h). The polls are counted, not stamped: a
+		// the socket itself (roce_drain from poll_cq) and sends the delayed
+		// ACKs as they fall due, and waking this one for every datagram
+		// would take a core from it. One that waits for data some other way
+		// (ib_write_lat spins on the buffer an RDMA WRITE fills) polls its
+		// CQ for its own request's ACK, which the peer sends behind its
+		// WRITE (send_ack); once it stops polling, this thread watches
+		// again within two windows (kRoceAppPollNs, growing to
+		// kRoceAppPollMaxNs while a thread polls at least every
+		// kRoceAppBusyNs: roce.h), or at once when it arms a CQ's
+		// notification (app_waits). The polls are counted, not stamped: a
 		// clock read per poll is what a guest's emulated clock makes dear.
 		uint64_t polls = rc->app_polls.load(std::memory_order_relaxed);
 		uint64_t seen = polls - last_polls, looked = now - last_look;
 		last_polls = polls;
 		last_look = now;
-		bool app_reads = seen != 0;
+		bool waits = rc->app_waits.exchange(false);
+		bool app_reads = seen != 0 && !waits;
 		if (!app_reads)
 			window = kRoceAppPollNs;
 		else if (seen * kRoceAppBusyNs >= looked)
 			window = std::min(window * 2, kRoceAppPollMaxNs);
+		rc->apps_read.store(app_reads, std::memory_order_relaxed);
+		// The timers: while applications read, only when a retransmission
+		// or RNR deadline is due (without the lock otherwise: each wake here
+		// preempts a spinning application where they fill the cores).
+		uint64_t next = rc->timer_hint_ns.load(std::memory_order_relaxed), ack_next = 0;
+		if (!app_reads || (next && next <= now))
+			next = run_timers(rc, &ack_next);
+		if (!app_reads && ack_next && (!next || ack_next < next))
+			next = ack_next;
+		uint64_t wait_ns = 50000000;
+		if (next)
+			wait_ns = next <= now ? 0 : std::min(next - now, wait_ns);
+		if (rc->fault_held.load(std::memory_order_relaxed))
+			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
 		if (app_reads)
 			wait_ns = std::min<uint64_t>(wait_ns, window);
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
@@ -1724,13 +1749,31 @@ void *roce_rx_main(void *arg)
 
 		if (pr < 0 && errno != EINTR)
 			break;
-		if (pf[0].revents)
-			break;
+		if (pf[0].revents) {
+			uint64_t v;
+			if (read(rc->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				break;
+			continue; // stop, or app_waits: look again
+		}
 		if ((!app_reads && (pf[1].revents & POLLIN)) ||
 		    rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}
+	rc->apps_read.store(false, std::memory_order_relaxed);
 	return nullptr;
+}
+
+// An application thread arms a CQ's notification: it may block next, so the
+// receive thread watches the socket again now rather than at the end of its
+// window (once per arming while it leaves the socket to the applications).
+void roce_note_app_waits(RoceCtx *rc)
+{
+	if (!rc->apps_read.load(std::memory_order_relaxed) || rc->app_waits.exchange(true))
+		return;
+	uint64_t one = 1;
+	if (write(rc->wake_fd, &one, sizeof(one)) < 0) {
+		// EAGAIN: the counter is full of wakes already.
+	}
 }
 
 void roce_flush_acks(RoceCtx *rc)
