@@ -428,6 +428,8 @@ void roce_close(SoftContext *ctx)
 		(unsigned long long)rc->tx_packets.load(), (unsigned long long)rc->tx_errors.load(),
 		(unsigned long long)rc->retransmits.load(), rc->window,
 		(unsigned long long)rc->icrc_solved.load(), used ? drops : " none");
+	softlog(3, "%s: receive thread woken %llu times by a thread arming a CQ's notification",
+		rc->ifname, (unsigned long long)rc->app_wait_wakes.load());
 	if (rc->fault)
 		softlog(3, "%s: faults injected: %llu dropped, %llu reordered, %llu duplicated, "
 			   "%llu corrupted",

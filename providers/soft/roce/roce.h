@@ -61,8 +61,9 @@ inline constexpr uint64_t kRoceAckDelayNs = 50000;
 // would take a core from the spinning application. The receive thread looks
 // once per window whether they polled since it last looked
 // (RoceCtx::app_polls counts the polls: no clock read per poll) and watches
-// the socket again once they did not, or at once when one of them arms a
-// CQ's notification (roce_req_notify_cq: it is about to block). The window
+// the socket again once they did not, or when one of them armed a CQ's
+// notification (roce_req_notify_cq: it may block next; at once if the
+// thread was leaving the socket to them). The window
 // starts at kRoceAppPollNs and doubles, up to kRoceAppPollMaxNs, each time
 // the receive thread finds they polled at least once per kRoceAppBusyNs on
 // average; it is back at kRoceAppPollNs once none polled. On a machine whose
@@ -157,11 +158,15 @@ struct RoceCtx {
 	int rx_dirty = kRoceBatch;
 	bool gro = false;         // UDP_GRO accepted: datagrams may be trains
 	std::atomic<uint64_t> app_polls{0}; // roce_drain calls of application threads
+	// ibv_req_notify_cq calls on CQs of the device: a window in which a
+	// thread armed one is not left to the applications (it may block).
+	std::atomic<uint64_t> app_arms{0};
 	// The receive thread leaves the socket to polling applications
 	// (kRoceAppPollNs); an application thread that arms a CQ's notification
 	// then sets app_waits and wakes it (wake_fd), once.
 	std::atomic<bool> apps_read{false};
 	std::atomic<bool> app_waits{false};
+	std::atomic<uint64_t> app_wait_wakes{0}; // those wakes (logged at close)
 	pthread_mutex_t lock;
 	SoftQp *by_slot[kMaxQps]; // QPs of this context by segment slot
 	uint32_t slots_end = 0;   // by_slot is empty from here on (the timers' scan)

@@ -1700,6 +1700,7 @@ void *roce_rx_main(void *arg)
 	auto *rc = static_cast<RoceCtx *>(arg);
 	uint64_t window = kRoceAppPollNs; // roce.h
 	uint64_t last_polls = rc->app_polls.load(std::memory_order_relaxed);
+	uint64_t last_arms = rc->app_arms.load(std::memory_order_relaxed);
 	uint64_t last_look = now_ns();
 	while (!rc->stop.load()) {
 		uint64_t now = now_ns();
@@ -1713,15 +1714,22 @@ void *roce_rx_main(void *arg)
 		// WRITE (send_ack); once it stops polling, this thread watches
 		// again within two windows (kRoceAppPollNs, growing to
 		// kRoceAppPollMaxNs while a thread polls at least every
-		// kRoceAppBusyNs: roce.h), or at once when it arms a CQ's
-		// notification (app_waits). The polls are counted, not stamped: a
-		// clock read per poll is what a guest's emulated clock makes dear.
+		// kRoceAppBusyNs: roce.h). A thread that armed a CQ's notification
+		// since the last look may block next (event-driven programs arm,
+		// poll, then block): the socket is watched then, and at once when
+		// the arming came while this thread was leaving it to the
+		// applications (app_waits). The polls and armings are counted, not
+		// stamped: a clock read per poll is what a guest's emulated clock
+		// makes dear.
 		uint64_t polls = rc->app_polls.load(std::memory_order_relaxed);
+		uint64_t arms = rc->app_arms.load(std::memory_order_relaxed);
 		uint64_t seen = polls - last_polls, looked = now - last_look;
+		bool armed = arms != last_arms;
 		last_polls = polls;
+		last_arms = arms;
 		last_look = now;
 		bool waits = rc->app_waits.exchange(false);
-		bool app_reads = seen != 0 && !waits;
+		bool app_reads = seen != 0 && !armed && !waits;
 		if (!app_reads)
 			window = kRoceAppPollNs;
 		else if (seen * kRoceAppBusyNs >= looked)
@@ -1764,12 +1772,15 @@ void *roce_rx_main(void *arg)
 }
 
 // An application thread arms a CQ's notification: it may block next, so the
-// receive thread watches the socket again now rather than at the end of its
-// window (once per arming while it leaves the socket to the applications).
+// receive thread watches the socket in this window, and, if it was leaving
+// the socket to the applications, from now on rather than from the end of
+// its window (one wake per arming while it does).
 void roce_note_app_waits(RoceCtx *rc)
 {
+	rc->app_arms.fetch_add(1, std::memory_order_relaxed);
 	if (!rc->apps_read.load(std::memory_order_relaxed) || rc->app_waits.exchange(true))
 		return;
+	rc->app_wait_wakes.fetch_add(1, std::memory_order_relaxed);
 	uint64_t one = 1;
 	if (write(rc->wake_fd, &one, sizeof(one)) < 0) {
 		// EAGAIN: the counter is full of wakes already.
