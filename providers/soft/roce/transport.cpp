@@ -43,8 +43,11 @@ inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & kPsnMask; }
 // HPET, a device access under qemu's global lock) each read costs several
 // microseconds, and reading it for each packet and each poll made a
 // quarter of an RDMA WRITE ping-pong's time in the test bed.
-thread_local uint64_t t_clock_ns;
-thread_local int t_clock_scopes;
+// Initial-exec TLS (as shm.h's t_map): read on every packet, and the
+// general-dynamic model of a dlopen'ed provider makes each access a call of
+// __tls_get_addr (a tenth of a handled packet's user time on the host).
+thread_local uint64_t t_clock_ns __attribute__((tls_model("initial-exec")));
+thread_local int t_clock_scopes __attribute__((tls_model("initial-exec")));
 
 uint64_t clock_ns()
 {
