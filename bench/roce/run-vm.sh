@@ -55,8 +55,10 @@ echo "median of $(awk '$1 == "ours_bw"' "$num" | wc -l) rounds; results in $res"
 printf '%-32s %10s %10s %7s  %s\n' measure ours rxe ratio target
 printf '%-32s %10s %10s %7s  %s\n' "ib_write_bw 64 KiB (MB/s)" "$ob" "$rb" "$bw_r" ">= 2: $(verdict "$bw_r" 2 min)"
 printf '%-32s %10s %10s %7s  %s\n' "ib_write_lat 8 B (us)" "$ol" "$rl" "$lat_r" "<= 1: $(verdict "$lat_r" 1 max)"
+ul=$(median udp_dev_lat)
+printf '%-32s %10s %10s %7s  %s\n' "UDP train, device socket (us)" "$ul" "$rl" "$(ratio "$ul" "$rl")" "reported: the socket path alone (udp_pingpong -d)"
 echo "per round: ours_bw [$(all ours_bw)] rxe_bw [$(all rxe_bw)]"
-echo "           ours_lat [$(all ours_lat)] rxe_lat [$(all rxe_lat)]"
+echo "           ours_lat [$(all ours_lat)] rxe_lat [$(all rxe_lat)] udp_dev_lat [$(all udp_dev_lat)]"
 grep '^link ' "$num"
 case "$bw_r$lat_r" in *n/a*) exit 2 ;; esac
 [ "$(verdict "$bw_r" 2 min)" = met ] && [ "$(verdict "$lat_r" 1 max)" = met ] || exit 1

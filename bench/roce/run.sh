@@ -11,7 +11,10 @@
 #     with blocking receives is printed for information, and with what the
 #     device puts on the wire per exchange (an RDMA WRITE and the ACK of the
 #     peer's, one GSO train received with UDP_GRO: udp_pingpong -t), the
-#     socket layer's own share of the latency.
+#     socket layer's own share of the latency, and that train through
+#     sockets set up as the device sets up its own (udp_pingpong -d IFNAME:
+#     unconnected dual-stack, bound to the interface, packet information
+#     both ways): what the device costs with no RDMA work at all.
 # Every program runs as the user "nobody" (no capability: the device's socket
 # gets the default receive buffer, as an ordinary user's would), in a private
 # /dev/shm. Each figure is the median of BENCH_ROUNDS (default 5) rounds in
@@ -100,7 +103,7 @@ status=0
 judged=""
 for mtu in $MTUS; do
   ip -n $nsa link set $va mtu "$mtu" && ip -n $nsb link set $vb mtu "$mtu" || { echo "bench/roce: MTU $mtu refused"; exit 2; }
-  : > "$tmp/rd_bw"; : > "$tmp/tcp_bw"; : > "$tmp/rd_lat"; : > "$tmp/udp_lat"; : > "$tmp/udpb_lat"; : > "$tmp/udpt_lat"
+  : > "$tmp/rd_bw"; : > "$tmp/tcp_bw"; : > "$tmp/rd_lat"; : > "$tmp/udp_lat"; : > "$tmp/udpb_lat"; : > "$tmp/udpt_lat"; : > "$tmp/udpd_lat"
   r=1
   while [ "$r" -le "$ROUNDS" ]; do
     next
@@ -129,13 +132,18 @@ for mtu in $MTUS; do
     # WRITE and the ACK of the peer's, one GSO train), spinning.
     pair udp "$udp" -t -s 8 -n "$LAT_ITERS" -p "$port" -- "$udp" -t -s 8 -n "$LAT_ITERS" -p "$port" $ipa
     sed -n 's/.*median_us \([0-9.]*\).*/\1/p' "$tmp/cli" >> "$tmp/udpt_lat"
+    next
+    # The same train through the device's socket set-up (udp_pingpong -d).
+    pair udp "$udp" -d $va -s 8 -n "$LAT_ITERS" -p "$port" -- "$udp" -d $vb -s 8 -n "$LAT_ITERS" -p "$port" $ipa
+    sed -n 's/.*median_us \([0-9.]*\).*/\1/p' "$tmp/cli" >> "$tmp/udpd_lat"
     r=$((r + 1))
   done
   rd_bw=$(median < "$tmp/rd_bw"); tcp_bw=$(median < "$tmp/tcp_bw")
   rd_lat=$(median < "$tmp/rd_lat"); udp_lat=$(median < "$tmp/udp_lat"); udpb_lat=$(median < "$tmp/udpb_lat")
-  udpt_lat=$(median < "$tmp/udpt_lat")
+  udpt_lat=$(median < "$tmp/udpt_lat"); udpd_lat=$(median < "$tmp/udpd_lat")
   bw_r=$(ratio "$rd_bw" "$tcp_bw"); lat_r=$(ratio "$rd_lat" "$udp_lat"); latb_r=$(ratio "$rd_lat" "$udpb_lat")
   latt_r=$(ratio "$rd_lat" "$udpt_lat"); floor_r=$(ratio "$udpt_lat" "$udp_lat")
+  latd_r=$(ratio "$rd_lat" "$udpd_lat"); floord_r=$(ratio "$udpd_lat" "$udp_lat")
   echo "RoCE v2 software device across a veth pair between two namespaces, MTU $mtu, median of $ROUNDS rounds"
   echo "($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg) at the end)"
   printf '%-40s %10s %10s %7s  %s\n' measure sroce0 anchor ratio target
@@ -143,8 +151,9 @@ for mtu in $MTUS; do
   printf '%-40s %10s %10s %7s  %s\n' "ib_write_lat 8 B vs UDP spin (us)" "$rd_lat" "$udp_lat" "$lat_r" "<= 1.5: $(verdict "$lat_r" 1.5 max)"
   printf '%-40s %10s %10s %7s  %s\n' "ib_write_lat 8 B vs UDP blocking (us)" "$rd_lat" "$udpb_lat" "$latb_r" "reported"
   printf '%-40s %10s %10s %7s  %s\n' "ib_write_lat 8 B vs UDP WRITE+ACK train" "$rd_lat" "$udpt_lat" "$latt_r" "reported (the train: ${floor_r}x UDP spin)"
+  printf '%-40s %10s %10s %7s  %s\n' "ib_write_lat 8 B vs train, device socket" "$rd_lat" "$udpd_lat" "$latd_r" "reported (the train so: ${floord_r}x UDP spin)"
   echo "per round: ib_write_bw [$(tr '\n' ' ' < "$tmp/rd_bw")] iperf3 [$(tr '\n' ' ' < "$tmp/tcp_bw")]"
-  echo "           ib_write_lat [$(tr '\n' ' ' < "$tmp/rd_lat")] udp spin [$(tr '\n' ' ' < "$tmp/udp_lat")] udp blocking [$(tr '\n' ' ' < "$tmp/udpb_lat")] udp train [$(tr '\n' ' ' < "$tmp/udpt_lat")]"
+  echo "           ib_write_lat [$(tr '\n' ' ' < "$tmp/rd_lat")] udp spin [$(tr '\n' ' ' < "$tmp/udp_lat")] udp blocking [$(tr '\n' ' ' < "$tmp/udpb_lat")] udp train [$(tr '\n' ' ' < "$tmp/udpt_lat")] device socket [$(tr '\n' ' ' < "$tmp/udpd_lat")]"
   echo
   if [ -z "$judged" ]; then
     judged=$mtu

@@ -16,7 +16,8 @@
 # Debian's ib_write_bw (64 KiB) and ib_write_lat (8 B) run as pairs on both,
 # alternating, OV_ROCE_BENCH_ROUNDS (3) rounds. Writes "KEY VALUE" lines to
 # $OV_LOGDIR/numbers.txt: ours_bw / rxe_bw (MB/s, perftest's BW average) and
-# ours_lat / rxe_lat (us, t_typical), one line per round; run-vm.sh prints
+# ours_lat / rxe_lat (us, t_typical) and udp_dev_lat (us, median one-way of
+# udp_pingpong -d across ovq0/ovq1), one line per round; run-vm.sh prints
 # the medians and ratios. A result line is PASS when the measurement itself
 # succeeded; the targets are judged by run-vm.sh.
 # shellcheck source=tests/vm/lib.sh disable=SC2154
@@ -66,6 +67,7 @@ g0=$(roce_rxe_gid rxk0 10.82.0.1) && g1=$(roce_rxe_gid rxk1 10.82.0.2) || {
 ov_result PASS setup "$t0" "(rxk0 GID $g0, rxk1 GID $g1; route to 10.82.0.2: $(ip route get 10.82.0.2 oif ovk0 | head -n1))"
 
 kern="env -u LD_LIBRARY_PATH -u LD_PRELOAD"
+udp=$OV_BUILD_DIR/bench/roce_udp_pingpong
 a="ip netns exec ovqa env RDMAV_SOFT_ROCE=ovq0"
 b="ip netns exec ovqb env RDMAV_SOFT_ROCE=ovq1"
 # Under TCG a few MB/s: short runs (-F: perftest's clock check is noisy).
@@ -86,6 +88,12 @@ for ((r = 1; r <= rounds; r++)); do
   keep ours_lat "ours-lat-$r" 5 8
   ov_pair "rxe-lat-$r" tcp:18515 "$kern $lat -d rxk0 -x $g0" "$kern $lat -d rxk1 -x $g1 10.82.0.1"
   keep rxe_lat "rxe-lat-$r" 5 8
+  # The floor under ours: the exchange's two datagrams (WRITE and ACK, one
+  # GSO train) through sockets set up as the device's, no RDMA work.
+  ov_pair "udp-dev-$r" udp:18600 "ip netns exec ovqa $udp -d ovq0 -n ${OV_ROCE_BENCH_LAT_ITERS:-300}" \
+    "ip netns exec ovqb $udp -d ovq1 -n ${OV_ROCE_BENCH_LAT_ITERS:-300} 10.81.0.1"
+  v=$(sed -n 's/.*device-socket median_us \([0-9.]*\).*/\1/p' "$OV_LOGDIR/udp-dev-$r.log" | tail -n1)
+  [ -n "$v" ] && echo "udp_dev_lat $v" >>"$numbers"
 done
 # The rxe pair must have crossed the link: ovk1 received what ovk0 sent.
 echo "link ovk1 rx_bytes $(cat /sys/class/net/ovk1/statistics/rx_bytes)" >>"$numbers"

@@ -116,6 +116,7 @@ ov_run() {
 # ov_wait_listen KIND PID: waits until the server started as PID (through
 # timeout(1)) is ready, or dead.
 #   KIND tcp:PORT  a TCP socket listens on PORT (ibverbs-utils, perftest)
+#   KIND udp:PORT  a UDP socket is bound to PORT (bench/roce's udp_pingpong)
 #   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
 #   KIND roce      a server of ours on an sroce device opened it (UDP port 4791
 #                  bound in its network namespace): rdma_cm over sroce
@@ -131,6 +132,12 @@ ov_wait_listen() {
         local srv=""
         read -r srv _ <"/proc/$pid/task/$pid/children" 2>/dev/null
         ov_tcp_listening "${kind#tcp:}" "${srv:-self}" && return 0 ;;
+      udp:*)
+        # A UDP server bound to the port in its network namespace (PID is
+        # timeout(1), the server its child).
+        local child=""
+        read -r child _ <"/proc/$pid/task/$pid/children" 2>/dev/null
+        [ -n "$child" ] && ov_udp_bound "${kind#udp:}" "$child" && return 0 ;;
       roce)
         # A server on our RoCE v2 device (sroce): its device's UDP port
         # 4791 is bound in the server's network namespace (the device
