@@ -195,6 +195,9 @@ struct RoceCtx {
 	// none): run_timers sets it to the earliest, arming a deadline lowers it
 	// (under lock; the receive thread reads it without, to sleep until it).
 	std::atomic<uint64_t> timer_hint_ns{0};
+	// When the sleeping receive thread wakes next (0: it is awake and looks
+	// again): a deadline armed before that wakes it (arm_timer).
+	std::atomic<uint64_t> rx_wake_ns{0};
 	// The device's QP1 in this process (general services: the CM's MADs):
 	// the first UD QP given the GSI Q_Key 0x80010000 (a controlled Q_Key,
 	// which a kernel device gives only to privileged users). Datagrams for

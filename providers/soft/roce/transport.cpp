@@ -133,13 +133,24 @@ uint64_t timeout_ns(uint8_t t)
 }
 
 // Sets a retransmission or RNR deadline (`at`, 0: none) and lowers the
-// receive thread's hint to it (RoceCtx::timer_hint_ns). rc->lock held.
+// receive thread's hint to it (RoceCtx::timer_hint_ns); wakes the thread when
+// it sleeps past it. rc->lock held. The hint's store and the load of the
+// thread's wake time, and the thread's store of that time and its load of the
+// hint, are sequentially consistent: one of the two sides sees the other's.
 void arm_timer(RoceCtx *rc, uint64_t &deadline, uint64_t at)
 {
 	deadline = at;
 	uint64_t hint = rc->timer_hint_ns.load(std::memory_order_relaxed);
-	if (at && (!hint || at < hint))
-		rc->timer_hint_ns.store(at, std::memory_order_relaxed);
+	if (!at || (hint && at >= hint))
+		return;
+	rc->timer_hint_ns.store(at);
+	uint64_t wake = rc->rx_wake_ns.load();
+	if (wake && at < wake) {
+		uint64_t one = 1;
+		if (write(rc->wake_fd, &one, sizeof(one)) < 0) {
+			// EAGAIN: the counter is full of wakes already.
+		}
+	}
 }
 
 uint32_t packets_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) / mtu : 1; }
@@ -1753,10 +1764,17 @@ void *roce_rx_main(void *arg)
 			wait_ns = std::min<uint64_t>(wait_ns, 1000000); // a datagram held back (inject)
 		if (app_reads)
 			wait_ns = std::min<uint64_t>(wait_ns, window);
+		// A deadline armed meanwhile (arm_timer) is seen here, or that
+		// side sees the wake time and wakes this thread.
+		rc->rx_wake_ns.store(now + wait_ns);
+		uint64_t hint = rc->timer_hint_ns.load();
+		if (hint && hint < now + wait_ns)
+			wait_ns = hint <= now ? 0 : hint - now;
 		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
 		int pr = ppoll(pf, app_reads ? 1 : 2, &ts, nullptr);
+		rc->rx_wake_ns.store(0, std::memory_order_relaxed);
 
 		if (pr < 0 && errno != EINTR)
 			break;
