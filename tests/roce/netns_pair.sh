@@ -38,6 +38,9 @@
 set -u
 LIB=$1; TMO=$2; shift 2
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77; fi
+# shellcheck source=tests/perftest_rerun.sh
+. "$(dirname "$0")/../perftest_rerun.sh"
+perftest_rerun "$0" "$LIB" "$TMO" "$@"
 if [ -z "${OVROCE_INNER:-}" ]; then
   # A private mount namespace: /dev/shm and /run/netns of this run only.
   exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$TMO" "$@"

@@ -12,6 +12,9 @@
 # port. Passes when both exit 0 (and, when no other process uses the device,
 # nothing of the device is left in /dev/shm).
 set -u
+# shellcheck source=tests/perftest_rerun.sh
+. "$(dirname "$0")/../perftest_rerun.sh"
+perftest_rerun "$0" "$@"
 mode=pair
 case "$1" in --single) mode=single; shift ;; --async) mode=async; shift ;; esac
 LIB=$1; TMO=$2; shift 2
