@@ -16,6 +16,9 @@
 # server does; the software CM reclaims such a path at the next bind, so it
 # is not checked here.)
 set -u
+# shellcheck source=tests/perftest_rerun.sh
+. "$(dirname "$0")/../../perftest_rerun.sh"
+perftest_rerun "$0" "$@"
 if [ "${OV_CM_PAIR_INNER:-}" != 1 ]; then
   export OV_CM_PAIR_INNER=1
   exec sh "$(dirname "$0")/private_shm.sh" "$1" sh "$0" "$@"
