@@ -308,6 +308,9 @@ int main(int argc, char **argv)
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;
+	/* Line by line, so that a log holding stdout and stderr keeps their
+	 * order (the last line of a failed run names the failure). */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	int ndev;
 	struct ibv_device **list = ibv_get_device_list(&ndev);
 	struct ibv_device *dev = NULL;
@@ -489,8 +492,10 @@ int main(int argc, char **argv)
 	}
 	char done = bad_count ? 'x' : 'd';
 	xfer(s, &done, &got, 1); /* nobody destroys a QP the other still needs */
-	if (got != 'd')
+	if (got != 'd') {
+		fprintf(stderr, "rc_check: the peer found a failure (see its output)\n");
 		bad_count++;
+	}
 	if (!server && *counter != 0) {
 		fprintf(stderr, "rc_check: counter ends at %llu, not 0\n", (unsigned long long)*counter);
 		bad_count++;

@@ -60,11 +60,12 @@ ov_loader_error() {
   grep -qE 'error while loading shared libraries|symbol lookup error|version `[^'"'"']*'"'"' not found|cannot be preloaded' "$1"
 }
 
-# ov_check NAME LOG RC [PATTERN]: PASS when RC is 0 and (if given) the log
-# matches the extended regular expression PATTERN.
+# ov_check NAME LOG RC [PATTERN] START_US [NOTE]: PASS when RC is 0 and (if
+# given) the log matches the extended regular expression PATTERN. A failure's
+# note is NOTE, or else the log's last meaningful line.
 ov_check() {
-  local name=$1 log=$2 rc=$3 pat=${4:-} t0=$5 tail core=""
-  tail=$(ov_tail "$log")
+  local name=$1 log=$2 rc=$3 pat=${4:-} t0=$5 tail=${6:-} core=""
+  [ -n "$tail" ] || tail=$(ov_tail "$log")
   ov_backtraces "$log" && core="; a core's backtraces are in $log"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     ov_result FAIL "$name" "$t0" "(timed out after ${OV_TEST_TIMEOUT}s; log $log$core)"
@@ -180,12 +181,18 @@ ov_pair() {
   fi
   echo "+ client: $cli" >>"$log"
   # shellcheck disable=SC2086
-  timeout -k 5 "$OV_TEST_TIMEOUT" $cli >>"$log" 2>&1; rc=$?
+  timeout -k 5 "$OV_TEST_TIMEOUT" $cli >"$log.client" 2>&1; rc=$?
   [ "$rc" = 0 ] || { ov_sleep 0.5; kill "$spid" 2>/dev/null; }
   wait "$spid"; src=$?
-  { echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"; rm -f "$log.server"
+  # The note of a failed pair: each failed side's last line (a server that
+  # fails because its client did would hide the client's reason).
+  local note=""
+  [ "$rc" = 0 ] || note="client: $(ov_tail "$log.client")"
+  [ "$src" = 0 ] || note="${note:+$note; }server (exit $src): $(ov_tail "$log.server")"
+  { cat "$log.client"; echo "+ server output (exit $src):"; cat "$log.server"; } >>"$log"
+  rm -f "$log.server" "$log.client"
   if [ "$rc" = 0 ] && [ "$src" != 0 ]; then rc=$src; fi
-  ov_check "$name" "$log" "$rc" "" "$t0"
+  ov_check "$name" "$log" "$rc" "" "$t0" "$note"
 }
 
 # ov_pair_retry: ov_pair, run up to twice more (RETRY_RUNS runs in all, 3 by
