@@ -266,6 +266,14 @@ struct RoceQp {
 	bool ack_listed;       // in RoceCtx::ack_slots
 	uint32_t ack_psn, ack_msn;
 	uint64_t ack_due_ns;
+	// The newest PSN a plain ACK may name, and the MSN that goes with it:
+	// that of the last SEND or RDMA WRITE packet executed. Never a PSN of
+	// an RDMA READ's responses or of an atomic: the kernel's rxe, as a
+	// requester, takes an ACK naming the PSN it waits for as that request's
+	// answer (a READ completed with its last response missing, an atomic
+	// without its original value). Such an ACK went out when a duplicate
+	// SEND or WRITE packet arrived just after a READ or an atomic.
+	uint32_t plain_ack_psn, plain_ack_msn;
 	bool nak_sent;         // a PSN sequence NAK is outstanding for epsn
 	uint64_t nak_ns;       // when it was sent (repeated after kRoceNakRepeatNs)
 	// The receive message in progress (SEND First .. Last).

@@ -486,16 +486,18 @@ void ack_emit(SoftQp *qp)
 	xmit_buf(qp->ctx->roce, r->src, r->peer, k, pb, 0);
 }
 
-// Asks for an acknowledgement of every request up to epsn - 1 (one already
-// waiting is replaced: ACKs are cumulative). It goes when the current batch
-// is done (tx_done), or, with `delay` (a single-packet request), behind
-// the QP's next packet and at the latest kRoceAckDelayNs from now.
+// Asks for an acknowledgement of every request up to the last SEND or
+// WRITE packet executed (plain_ack_psn: epsn - 1 unless an RDMA READ or an
+// atomic came since; one already waiting is replaced: ACKs are
+// cumulative). It goes when the current batch is done (tx_done), or, with
+// `delay` (a single-packet request), behind the QP's next packet and at the
+// latest kRoceAckDelayNs from now.
 void send_ack(SoftQp *qp, bool delay = false)
 {
 	RoceQp *r = qp->roce;
 	RoceCtx *rc = qp->ctx->roce;
-	r->ack_psn = psn_add(r->epsn, kPsnMask);
-	r->ack_msn = r->msn;
+	r->ack_psn = r->plain_ack_psn;
+	r->ack_msn = r->plain_ack_msn;
 	if (!r->ack_pending) {
 		r->ack_pending = true;
 		r->ack_due_ns = delay ? clock_ns() + kRoceAckDelayNs : 0;
@@ -1228,7 +1230,8 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 	}
 	if (d < 0) {
 		// A duplicate: done already. READs are served again; the rest
-		// are acknowledged again (the ACK was lost).
+		// are acknowledged again (the ACK was lost), up to the last SEND
+		// or WRITE packet (send_ack: plain_ack_psn).
 		if (k.flags & F_READ_REQ) {
 			serve_read(qp, k);
 		} else if (k.flags & F_ATOMIC_REQ) {
@@ -1248,10 +1251,15 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 	Verdict v = execute(qp, k);
 	switch (v) {
 	case V_DONE:
-		if (k.flags & F_READ_REQ)
+		if (k.flags & F_READ_REQ) {
 			r->epsn = psn_add(r->epsn, packets_for(k.reth.len, r->mtu));
-		else
+		} else {
 			r->epsn = psn_add(r->epsn, 1);
+			if (!(k.flags & F_ATOMIC_REQ)) {
+				r->plain_ack_psn = k.bth.psn;
+				r->plain_ack_msn = r->msn;
+			}
+		}
 		if (k.bth.ack_req && !(k.flags & (F_READ_REQ | F_ATOMIC_REQ)))
 			send_ack(qp, (k.flags & F_FIRST) && (k.flags & F_LAST));
 		return;
@@ -1964,6 +1972,8 @@ void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state nex
 			r->mtu = roce_mtu_bytes(rc->active_mtu);
 		}
 		r->epsn = a.rq_psn & kPsnMask;
+		r->plain_ack_psn = psn_add(r->epsn, kPsnMask);
+		r->plain_ack_msn = 0;
 		r->zero_id_run = 0;
 		r->msn = 0;
 		r->nak_sent = false;
