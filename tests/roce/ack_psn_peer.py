@@ -26,7 +26,8 @@ import socket
 import struct
 import sys
 import time
-import zlib
+
+import rocev2
 
 MTU = 1024
 SIZE = 1024  # rc_check -s: one SEND Only of the path MTU
@@ -35,7 +36,7 @@ MY_PSN = 0x000100
 
 # RC opcodes (IBA 9.2, table 38).
 SEND_ONLY, WRITE_ONLY, READ_REQ = 0x04, 0x0A, 0x0C
-READ_FIRST, READ_LAST, READ_ONLY = 0x0D, 0x0F, 0x10
+READ_FIRST, READ_LAST = 0x0D, 0x0F
 ACK, ATOMIC_ACK, FETCH_ADD = 0x11, 0x12, 0x14
 
 argv = sys.argv[1:]
@@ -87,8 +88,8 @@ udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 udp.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO
 udp.bind(("0.0.0.0", 4791))
 src = udp.getsockname()
-my_ip = socket.inet_aton(tcp.getsockname()[0])
-gid = b"\0" * 10 + b"\xff\xff" + my_ip
+my_addr = tcp.getsockname()[0]
+gid = b"\0" * 10 + b"\xff\xff" + socket.inet_aton(my_addr)
 # struct conn: qpn, psn, rkey, pad (u32), addr (u64), gid (16 bytes)
 tcp.sendall(struct.pack("<IIIIQ16s", MY_QPN, MY_PSN, 0, 0, 0, gid))
 peer_qpn, _, rkey, _, addr, _ = struct.unpack("<IIIIQ16s", read_exact(40))
@@ -96,24 +97,14 @@ meet()  # both in RTS
 udp.settimeout(0.2)
 
 
-def icrc(payload, sport):
-    udp_len = 8 + len(payload) + 4
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0xFF, 20 + udp_len, 0, 0x4000, 0xFF, 17, 0xFFFF,
-                     my_ip, socket.inet_aton(server))
-    udph = struct.pack("!HHHH", sport, 4791, udp_len, 0xFFFF)
-    bth = bytearray(payload[:12])
-    bth[4] = 0xFF
-    return payload + struct.pack("<I", zlib.crc32(b"\xff" * 8 + ip + udph + bytes(bth) + payload[12:]))
-
-
-def send(opcode, psn, rest=b"", ack_req=True):
-    bth = struct.pack("!BBHII", opcode, 0x40, 0xFFFF, peer_qpn & 0xFFFFFF,
-                      (0x80000000 if ack_req else 0) | (psn & 0xFFFFFF))
-    udp.sendto(icrc(bth + rest, src[1]), (server, 4791))
+def send(opcode, psn, rest=b""):
+    d = rocev2.bth(opcode, peer_qpn, psn, ack_req=True) + rest
+    udp.sendto(rocev2.icrc(d, my_addr, server, src[1]), (server, 4791))
 
 
 def receive(count=1):
-    """The responses to one request, (opcode, psn, syndrome, extra) each:
+    """The responses to one request, (opcode, psn, original value of an
+    atomic or None) each:
     `count` of them (up to 10 s on a busy machine), then any more that come
     within 0.3 s (a second ACK would be a fault too)."""
     got = []
@@ -124,12 +115,8 @@ def receive(count=1):
         except socket.timeout:
             continue
         opcode, psn = d[0], struct.unpack("!I", d[8:12])[0] & 0xFFFFFF
-        syn, extra = None, None
-        if opcode in (ACK, ATOMIC_ACK, READ_FIRST, READ_LAST, READ_ONLY):
-            syn = d[12]
-        if opcode == ATOMIC_ACK:
-            extra = struct.unpack("!Q", d[16:24])[0]
-        got.append((opcode, psn, syn, extra))
+        orig = struct.unpack("!Q", d[16:24])[0] if opcode == ATOMIC_ACK else None
+        got.append((opcode, psn, orig))
         if len(got) >= count:
             end = min(end, time.monotonic() + 0.3)
     return got
@@ -154,27 +141,27 @@ def atomic(va, add):
 P = MY_PSN
 counter = addr + 2 * SIZE  # rc_check: after the message and read-back halves
 send(SEND_ONLY, P, fill(SIZE, 0))
-expect("SEND Only acknowledged", [(o, p) for o, p, *_ in receive()], [(ACK, P)])
+expect("SEND Only acknowledged", [(o, p) for o, p, _ in receive()], [(ACK, P)])
 meet()  # rc_check has checked message 0
 write_bytes = bytes(range(64))
 send(WRITE_ONLY, P + 1, reth(addr, 64) + write_bytes)
-expect("WRITE Only acknowledged", [(o, p) for o, p, *_ in receive()], [(ACK, P + 1)])
+expect("WRITE Only acknowledged", [(o, p) for o, p, _ in receive()], [(ACK, P + 1)])
 send(READ_REQ, P + 2, reth(addr, 2 * MTU))
-expect("READ answered", [(o, p) for o, p, *_ in receive(2)], [(READ_FIRST, P + 2), (READ_LAST, P + 3)])
+expect("READ answered", [(o, p) for o, p, _ in receive(2)], [(READ_FIRST, P + 2), (READ_LAST, P + 3)])
 send(WRITE_ONLY, P + 1, reth(addr, 64) + write_bytes)
 expect("duplicate WRITE after a READ: the ACK names the WRITE, not the READ's last PSN",
-       [(o, p) for o, p, *_ in receive()], [(ACK, P + 1)])
+       [(o, p) for o, p, _ in receive()], [(ACK, P + 1)])
 send(FETCH_ADD, P + 4, atomic(counter, 5))
-expect("FETCH_ADD answered", [(o, p, x) for o, p, _, x in receive()], [(ATOMIC_ACK, P + 4, 0)])
+expect("FETCH_ADD answered", receive(), [(ATOMIC_ACK, P + 4, 0)])
 send(WRITE_ONLY, P + 1, reth(addr, 64) + write_bytes)
 expect("duplicate WRITE after an atomic: the ACK names the WRITE, not the atomic",
-       [(o, p) for o, p, *_ in receive()], [(ACK, P + 1)])
+       [(o, p) for o, p, _ in receive()], [(ACK, P + 1)])
 send(FETCH_ADD, P + 4, atomic(counter, 5))
 expect("duplicate FETCH_ADD answered from the replay cache",
-       [(o, p, x) for o, p, _, x in receive()], [(ATOMIC_ACK, P + 4, 0)])
+       receive(), [(ATOMIC_ACK, P + 4, 0)])
 send(FETCH_ADD, P + 5, atomic(counter, -5))
 expect("FETCH_ADD back to 0 (the duplicate did not add again)",
-       [(o, p, x) for o, p, _, x in receive()], [(ATOMIC_ACK, P + 5, 5)])
+       receive(), [(ATOMIC_ACK, P + 5, 5)])
 peer_done = meet(b"x" if failures else b"d")
 if peer_done != b"d":
     failures.append("rc_check found a failure")

@@ -9,14 +9,13 @@ attribute the CM does not handle, a non-zero reserved field, a QPN of 0;
 the connection manager drops and counts each under its reason.
 
 The ICRC of the datagrams that should get past the ICRC check is computed as
-the RoCE v2 annex defines it (8 bytes of ones, the IPv4 and UDP headers with
-TOS, TTL and checksums set to ones, the BTH with its FECN/BECN byte set to
-ones, the rest), with IPv4 identification 0 (what Linux writes for an
-unconnected UDP socket's Don't Fragment datagrams)."""
+the RoCE v2 annex defines it (rocev2.py)."""
 import socket
 import struct
 import sys
-import zlib
+
+import rocev2
+from rocev2 import bth
 
 args = sys.argv[1:]
 mad_mode = bool(args) and args[0] == "--mad"
@@ -32,18 +31,7 @@ sport = s.getsockname()[1]
 
 
 def icrc(payload):
-    udp_len = 8 + len(payload) + 4
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0xff, 20 + udp_len, 0, 0x4000, 0xff, 17, 0xffff,
-                     socket.inet_aton(src), socket.inet_aton(dst))
-    udp = struct.pack("!HHHH", sport, 4791, udp_len, 0xffff)
-    bth = bytearray(payload[:12])
-    bth[4] = 0xff
-    crc = zlib.crc32(b"\xff" * 8 + ip + udp + bytes(bth) + payload[12:])
-    return payload + struct.pack("<I", crc)
-
-
-def bth(opcode, dqpn, psn=0, pad=0):
-    return struct.pack("!BBHI I", opcode, 0x40 | (pad << 4), 0xffff, dqpn & 0xffffff, psn & 0xffffff)
+    return rocev2.icrc(payload, src, dst, sport)
 
 
 def cm_mad(attr=0x0010, class_version=2, reserved=0, qpn=0x000123, size=256):
