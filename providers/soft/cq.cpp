@@ -47,12 +47,9 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 	}
 	Segment *seg = ctx->seg;
 	shm_lock(&seg->hdr->lock);
-	int slot = -1;
-	for (uint32_t i = 0; i < kMaxCqs; i++)
-		if (seg->hdr->cqs[i].slot.load() == SLOT_FREE) {
-			slot = int(i);
-			break;
-		}
+	SegmentHeader *hdr = seg->hdr;
+	int slot = extent_take(hdr->extents.cqs, kMaxCqs,
+			       [&](uint32_t i) { return hdr->cqs[i].slot.load() == SLOT_FREE; });
 	uint64_t off = slot >= 0 && !cq->ring_buf.ptr ? arena_alloc(seg, bytes, seg->my_proc) : 0;
 	if (slot < 0 || (!off && !cq->ring_buf.ptr)) {
 		shm_unlock(&seg->hdr->lock);
@@ -336,6 +333,7 @@ int soft_destroy_cq(struct ibv_cq *ibcq)
 	CqEntry &e = seg->hdr->cqs[cq->slot];
 	e.generation++;
 	e.slot.store(SLOT_FREE, std::memory_order_release);
+	extent_release(seg->hdr->extents.cqs, cq->slot);
 	if (cq->ring_off)
 		arena_free(seg, cq->ring_off);
 	shm_unlock(&seg->hdr->lock);

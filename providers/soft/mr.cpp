@@ -12,18 +12,20 @@ namespace ovsoft {
 
 // ------------------------------------------------------------------ memory keys
 
-// Allocates a key slot (device lock held by the caller). Returns slot or -1.
+// Allocates a key slot (device lock held by the caller): the lowest free
+// one as far as the table's extent tells (shm.h, extent_take). A slot
+// used again soon is told apart by the key's low byte (make_key). Returns
+// the slot or -1.
 int key_slot_alloc(Segment *seg)
 {
-	static thread_local uint32_t hint;
-	for (uint32_t i = 0; i < kMaxMrs; i++) {
-		uint32_t s = (hint + i) % kMaxMrs;
-		if (seg->hdr->mrs[s].kind.load() == KEY_FREE) {
-			hint = s + 1;
-			return int(s);
-		}
-	}
-	return -1;
+	SegmentHeader *h = seg->hdr;
+	return extent_take(h->extents.mrs, kMaxMrs,
+			   [&](uint32_t s) { return h->mrs[s].kind.load() == KEY_FREE; });
+}
+
+void key_slot_free(Segment *seg, uint32_t slot)
+{
+	extent_release(seg->hdr->extents.mrs, slot);
 }
 
 uint32_t make_key(Segment *seg, uint32_t slot)
@@ -1122,8 +1124,10 @@ int soft_dereg_mr(struct verbs_mr *vmr)
 	// Windows bound to this region become unusable: their parent_seq no
 	// longer matches (keys.h).
 	uint64_t ws = key_write_lock(e);
-	if (e.kind.load(std::memory_order_relaxed) == KEY_MR && kld(e.key) == vmr->ibv_mr.lkey)
+	if (e.kind.load(std::memory_order_relaxed) == KEY_MR && kld(e.key) == vmr->ibv_mr.lkey) {
 		e.kind.store(KEY_FREE, std::memory_order_relaxed);
+		key_slot_free(seg, mr->slot);
+	}
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	unshare_region(mr->share);

@@ -46,8 +46,10 @@ int soft_dealloc_mw(struct ibv_mw *ibmw)
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mw->slot];
 	uint64_t ws = key_write_lock(e);
-	if (e.kind.load(std::memory_order_relaxed) == KEY_MW && kld(e.owner) == seg->my_proc)
+	if (e.kind.load(std::memory_order_relaxed) == KEY_MW && kld(e.owner) == seg->my_proc) {
 		e.kind.store(KEY_FREE, std::memory_order_relaxed);
+		key_slot_free(seg, mw->slot);
+	}
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);
 	free(mw);

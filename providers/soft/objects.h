@@ -61,6 +61,7 @@ struct ibv_pd *soft_alloc_parent_domain(struct ibv_context *context,
 
 // mr.cpp
 int key_slot_alloc(Segment *seg);
+void key_slot_free(Segment *seg, uint32_t slot); // slot freed (device lock held)
 uint32_t make_key(Segment *seg, uint32_t slot);
 uint64_t key_write_new(MrEntry &e, Segment *seg, uint32_t key, uint32_t pd_id,
 		       uint32_t access, uint64_t addr, uint64_t iova, uint64_t length,

@@ -227,12 +227,9 @@ static struct ibv_qp *qp_create(SoftContext *ctx, struct ibv_qp_init_attr_ex *a,
 	uint32_t rq_cap = has_rq ? geo.cap : 0;
 	RingLoc rq_loc{};
 	shm_lock(&seg->hdr->lock);
-	int slot = -1;
-	for (uint32_t i = 0; i < kMaxQps; i++)
-		if (seg->hdr->qps[i].slot.load() == SLOT_FREE) {
-			slot = int(i);
-			break;
-		}
+	SegmentHeader *hdr = seg->hdr;
+	int slot = extent_take(hdr->extents.qps, kMaxQps,
+			       [&](uint32_t i) { return hdr->qps[i].slot.load() == SLOT_FREE; });
 	if (slot < 0 ||
 	    (t == IBV_QPT_XRC_RECV && !qp_ref_add(seg->hdr, uint32_t(slot), seg->my_proc)) ||
 	    (has_rq && recv_ring_alloc(seg, geo, qp->rq_buf, &qp->rq_off, &qp->rq, &rq_loc))) {
@@ -455,6 +452,7 @@ int soft_destroy_qp(struct ibv_qp *ibqp)
 			e.state.store(IBV_QPS_RESET);
 			e.generation++;
 			e.slot.store(SLOT_FREE, std::memory_order_release);
+			extent_release(seg->hdr->extents.qps, qp->slot);
 			if (qp->rq_off)
 				arena_free(seg, qp->rq_off);
 			qp->rq_off = 0;

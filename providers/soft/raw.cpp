@@ -328,19 +328,19 @@ enum ibv_wc_status raw_send(SoftQp *qp, const Iov &src)
 	// default rules (multicast frames: MC_DEFAULT first); sniffers get
 	// every frame.
 	uint32_t best = UINT32_MAX;
-	for (const FlowEntry &f : h->flows)
+	for (const FlowEntry &f : in_extent(h->flows, h->extents.flows))
 		if (f.in_use.load(std::memory_order_relaxed) && f.type == IBV_FLOW_ATTR_NORMAL &&
 		    f.qp != qp->slot && f.priority < best &&
 		    specs_match(v, f.specs, std::min(f.specs_len, kFlowSpecBytes), f.num_specs))
 			best = f.priority;
 	uint32_t def = best != UINT32_MAX ? UINT32_MAX : uint32_t(IBV_FLOW_ATTR_ALL_DEFAULT);
 	if (def != UINT32_MAX && multicast_mac(v)) {
-		for (const FlowEntry &f : h->flows)
+		for (const FlowEntry &f : in_extent(h->flows, h->extents.flows))
 			if (f.in_use.load(std::memory_order_relaxed) && f.qp != qp->slot &&
 			    f.type == IBV_FLOW_ATTR_MC_DEFAULT)
 				def = IBV_FLOW_ATTR_MC_DEFAULT;
 	}
-	for (const FlowEntry &f : h->flows) {
+	for (const FlowEntry &f : in_extent(h->flows, h->extents.flows)) {
 		if (!f.in_use.load(std::memory_order_relaxed) || f.qp == qp->slot)
 			continue;
 		bool take = f.type == IBV_FLOW_ATTR_SNIFFER || f.type == def ||
@@ -438,12 +438,9 @@ struct ibv_flow *soft_create_flow(struct ibv_qp *ibqp, struct ibv_flow_attr *att
 	Segment *seg = ctx->seg;
 	SegmentHeader *h = seg->hdr;
 	shm_lock(&h->flow_lock);
-	FlowEntry *f = nullptr;
-	for (FlowEntry &e : h->flows)
-		if (!e.in_use.load()) {
-			f = &e;
-			break;
-		}
+	int fslot = extent_take(h->extents.flows, kMaxFlows,
+				[&](uint32_t i) { return !h->flows[i].in_use.load(); });
+	FlowEntry *f = fslot < 0 ? nullptr : &h->flows[fslot];
 	if (!f) {
 		shm_unlock(&h->flow_lock);
 		free(fl);
@@ -489,6 +486,7 @@ int soft_destroy_flow(struct ibv_flow *flow)
 	if (f.in_use.load() && f.generation == fl->generation) {
 		f.generation++;
 		f.in_use.store(0, std::memory_order_release);
+		extent_release(h->extents.flows, fl->slot % kMaxFlows);
 	}
 	shm_unlock(&h->flow_lock);
 	fl->qp->flows.fetch_sub(1);

@@ -387,6 +387,35 @@ static constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 static constexpr int kPopulateWrite = 23; // <linux/mman.h>, Linux 5.14
 #endif
 
+// Maps the pages of what attach's check reads, one call per range
+// (MADV_POPULATE_WRITE, Linux 5.14; an older kernel faults them in one by
+// one): the fixed fields and the process table, the small tables whole,
+// the large ones up to their extents. The pages above an extent stay
+// untouched: a segment made by a process that holds few objects costs a
+// later process a few dozen pages, not the tables' 5 MB.
+static void populate_tables(Segment *seg)
+{
+	const SegmentHeader *h = seg->hdr;
+	const TableExtents &x = h->extents;
+	auto range = [](const void *p, uint64_t n) {
+		uintptr_t a = uintptr_t(p) & ~uintptr_t(4095);
+		uintptr_t e = (uintptr_t(p) + n + 4095) & ~uintptr_t(4095);
+		if (n)
+			sys_madvise(reinterpret_cast<void *>(a), e - a, kPopulateWrite);
+	};
+	range(h, uint64_t(reinterpret_cast<const uint8_t *>(h->qps) - seg->base));
+	range(h->qps, uint64_t(extent_end(x.qps, kMaxQps)) * sizeof(QpEntry));
+	range(h->cqs, uint64_t(extent_end(x.cqs, kMaxCqs)) * sizeof(CqEntry));
+	range(h->srqs, uint64_t(extent_end(x.srqs, kMaxSrqs)) * sizeof(SrqEntry));
+	range(h->mrs, uint64_t(extent_end(x.mrs, kMaxMrs)) * sizeof(MrEntry));
+	range(h->xrcds, sizeof(h->xrcds));
+	range(h->xrcd_refs, uint64_t(extent_end(x.xrcd_refs, kMaxXrcdRefs)) * sizeof(XrcdRef));
+	range(h->mcast, sizeof(h->mcast));
+	range(h->qp_refs, uint64_t(extent_end(x.qp_refs, kMaxQpHandleRefs)) * sizeof(QpHandleRef));
+	range(&h->flow_lock, sizeof(h->flow_lock));
+	range(h->flows, uint64_t(extent_end(x.flows, kMaxFlows)) * sizeof(FlowEntry));
+}
+
 static int map_segment(Segment *seg)
 {
 	seg->size = segment_bytes();
@@ -460,10 +489,18 @@ static const char *ring_loc_defect(const SegmentHeader *h, const RingLoc &l)
 const char *segment_tables_defect(const SegmentHeader *h)
 {
 	auto ld = [](const uint32_t &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+	const TableExtents &x = h->extents;
+	auto past = [](const TableExtent &t, uint32_t max) {
+		return t.used.load(std::memory_order_relaxed) > max;
+	};
+	if (past(x.qps, kMaxQps) || past(x.cqs, kMaxCqs) || past(x.srqs, kMaxSrqs) ||
+	    past(x.mrs, kMaxMrs) || past(x.xrcd_refs, kMaxXrcdRefs) ||
+	    past(x.qp_refs, kMaxQpHandleRefs) || past(x.flows, kMaxFlows))
+		return "table extent past the table's end";
 	for (const ProcEntry &p : h->procs)
 		if (p.in_use.load(std::memory_order_relaxed) > 1)
 			return "process entry: bad state";
-	for (const QpEntry &q : h->qps) {
+	for (const QpEntry &q : in_extent(h->qps, x.qps)) {
 		uint32_t slot = q.slot.load(std::memory_order_relaxed);
 		if (slot > SLOT_LIVE)
 			return "QP entry: bad slot state";
@@ -478,7 +515,7 @@ const char *segment_tables_defect(const SegmentHeader *h)
 		if (const char *d = ring_loc_defect(h, q.rq_ring))
 			return d;
 	}
-	for (const CqEntry &c : h->cqs) {
+	for (const CqEntry &c : in_extent(h->cqs, x.cqs)) {
 		uint32_t slot = c.slot.load(std::memory_order_relaxed);
 		if (slot > SLOT_LIVE)
 			return "CQ entry: bad slot state";
@@ -491,7 +528,7 @@ const char *segment_tables_defect(const SegmentHeader *h)
 		if (const char *d = ring_loc_defect(h, c.ring))
 			return d;
 	}
-	for (const SrqEntry &r : h->srqs) {
+	for (const SrqEntry &r : in_extent(h->srqs, x.srqs)) {
 		uint32_t slot = r.slot.load(std::memory_order_relaxed);
 		if (slot > SLOT_LIVE)
 			return "SRQ entry: bad slot state";
@@ -509,7 +546,7 @@ const char *segment_tables_defect(const SegmentHeader *h)
 		if (const char *d = ring_loc_defect(h, r.ring))
 			return d;
 	}
-	for (const MrEntry &m : h->mrs) {
+	for (const MrEntry &m : in_extent(h->mrs, x.mrs)) {
 		uint32_t kind = m.kind.load(std::memory_order_relaxed);
 		if (kind > KEY_MW)
 			return "key entry: unknown kind";
@@ -525,10 +562,10 @@ const char *segment_tables_defect(const SegmentHeader *h)
 	for (const XrcdEntry &x : h->xrcds)
 		if (x.in_use > 1)
 			return "XRC domain entry: bad state";
-	for (const XrcdRef &r : h->xrcd_refs)
+	for (const XrcdRef &r : in_extent(h->xrcd_refs, x.xrcd_refs))
 		if (r.in_use > 1 || (r.in_use && (r.xrcd >= kMaxXrcds || r.proc >= kMaxProcs)))
 			return "XRC domain reference: out of range";
-	for (const QpHandleRef &r : h->qp_refs)
+	for (const QpHandleRef &r : in_extent(h->qp_refs, x.qp_refs))
 		if (r.in_use > 1 || (r.in_use && (r.qp >= kMaxQps || r.proc >= kMaxProcs)))
 			return "QP handle reference: out of range";
 	for (const McastEntry &g : h->mcast) {
@@ -538,7 +575,7 @@ const char *segment_tables_defect(const SegmentHeader *h)
 			if (qpn && (qpn < kQpnBase || qpn - kQpnBase >= kMaxQps))
 				return "multicast entry: QP number out of range";
 	}
-	for (const FlowEntry &f : h->flows) {
+	for (const FlowEntry &f : in_extent(h->flows, x.flows)) {
 		uint32_t u = f.in_use.load(std::memory_order_relaxed);
 		if (u > 1)
 			return "flow entry: bad state";
@@ -681,11 +718,9 @@ static int attach_new(int index, const char *name, Segment *seg)
 				return fail(EPROTO);
 			}
 			// The tables and the arena, as they stand between two holders
-			// of the device lock. Their pages are mapped in one call first
-			// (MADV_POPULATE_WRITE, Linux 5.14; an older kernel faults them
-			// in one by one): the check reads every table, and a fault per
-			// page was most of an attach (about 1,300 of them).
-			sys_madvise(seg->base, header_bytes(), kPopulateWrite);
+			// of the device lock. The pages the check reads are mapped
+			// first, a few calls instead of a fault per page.
+			populate_tables(seg);
 			shm_lock(&seg->hdr->lock);
 			const char *d = segment_tables_defect(seg->hdr);
 			if (!d)
@@ -781,28 +816,33 @@ int segment_attach(int index, Segment **out, const char *name)
 
 bool qp_ref_add(SegmentHeader *h, uint32_t qp, uint32_t proc)
 {
-	QpHandleRef *free_ref = nullptr;
-	for (auto &r : h->qp_refs) {
+	for (auto &r : in_extent(h->qp_refs, h->extents.qp_refs))
 		if (r.in_use && r.qp == qp && r.proc == proc) {
 			r.count++;
 			return true;
 		}
-		if (!r.in_use && !free_ref)
-			free_ref = &r;
-	}
-	if (!free_ref)
+	int i = extent_take(h->extents.qp_refs, kMaxQpHandleRefs,
+			    [&](uint32_t k) { return !h->qp_refs[k].in_use; });
+	if (i < 0)
 		return false;
-	*free_ref = QpHandleRef{1, qp, proc, 1};
+	h->qp_refs[i] = QpHandleRef{1, qp, proc, 1};
 	return true;
+}
+
+// Frees handle reference r (device lock held).
+static void qp_ref_free(SegmentHeader *h, QpHandleRef &r)
+{
+	r = QpHandleRef{};
+	extent_release(h->extents.qp_refs, uint32_t(&r - h->qp_refs));
 }
 
 uint32_t qp_ref_drop(SegmentHeader *h, uint32_t qp, uint32_t proc)
 {
-	for (auto &r : h->qp_refs)
+	for (auto &r : in_extent(h->qp_refs, h->extents.qp_refs))
 		if (r.in_use && r.qp == qp && r.proc == proc) {
 			if (r.count > 1)
 				return --r.count;
-			r = QpHandleRef{};
+			qp_ref_free(h, r);
 			return 0;
 		}
 	return 0;
@@ -810,15 +850,15 @@ uint32_t qp_ref_drop(SegmentHeader *h, uint32_t qp, uint32_t proc)
 
 void qp_ref_clear(SegmentHeader *h, uint32_t qp)
 {
-	for (auto &r : h->qp_refs)
+	for (auto &r : in_extent(h->qp_refs, h->extents.qp_refs))
 		if (r.in_use && r.qp == qp)
-			r = QpHandleRef{};
+			qp_ref_free(h, r);
 }
 
 bool qp_hand_over(SegmentHeader *h, uint32_t qp)
 {
 	QpEntry &q = h->qps[qp];
-	for (auto &r : h->qp_refs) {
+	for (auto &r : in_extent(h->qp_refs, h->extents.qp_refs)) {
 		if (!r.in_use || r.qp != qp || r.proc == q.owner || r.proc >= kMaxProcs ||
 		    !h->procs[r.proc].in_use.load())
 			continue;
@@ -832,17 +872,28 @@ bool qp_hand_over(SegmentHeader *h, uint32_t qp)
 	return false;
 }
 
+// QP entry s is free again (device lock held).
+static void qp_slot_free(SegmentHeader *h, uint32_t s)
+{
+	QpEntry &q = h->qps[s];
+	q.state.store(IBV_QPS_ERR);
+	q.generation++;
+	q.slot.store(SLOT_FREE);
+	extent_release(h->extents.qps, s);
+}
+
 static void free_owned(Segment *seg, uint32_t p)
 {
 	SegmentHeader *h = seg->hdr;
+	TableExtents &x = h->extents;
 	// XRC receive QPs: drop this process's handles; a QP that others still
 	// hold survives (and changes owner when p owned it).
-	for (auto &r : h->qp_refs) {
+	for (auto &r : in_extent(h->qp_refs, x.qp_refs)) {
 		if (!r.in_use || r.proc != p)
 			continue;
 		uint32_t s = r.qp;
 		uint32_t n = r.count;
-		r = QpHandleRef{};
+		qp_ref_free(h, r);
 		if (s >= kMaxQps)
 			continue;
 		QpEntry &q = h->qps[s];
@@ -852,57 +903,59 @@ static void free_owned(Segment *seg, uint32_t p)
 		if (q.handles && q.owner == p && !qp_hand_over(h, s))
 			q.handles = 0; // nobody else is recorded: the owner loop frees it
 		if (!q.handles && q.owner != p) {
-			q.state.store(IBV_QPS_ERR);
-			q.generation++;
-			q.slot.store(SLOT_FREE);
+			qp_slot_free(h, s);
 			qp_ref_clear(h, s);
 		}
 	}
-	for (auto &q : h->qps) {
+	for (uint32_t s = 0, n = extent_end(x.qps, kMaxQps); s < n; s++) {
+		QpEntry &q = h->qps[s];
 		if (q.slot.load() == SLOT_LIVE && q.owner == p) {
 			if (q.qp_type == IBV_QPT_XRC_RECV)
-				qp_ref_clear(h, uint32_t(&q - h->qps));
-			q.state.store(IBV_QPS_ERR);
-			q.generation++;
-			q.slot.store(SLOT_FREE);
+				qp_ref_clear(h, s);
+			qp_slot_free(h, s);
 		}
 	}
-	for (auto &c : h->cqs)
+	for (auto &c : in_extent(h->cqs, x.cqs))
 		if (c.slot.load() == SLOT_LIVE && c.owner == p) {
 			c.generation++;
 			c.slot.store(SLOT_FREE);
+			extent_release(x.cqs, uint32_t(&c - h->cqs));
 		}
-	for (auto &s : h->srqs)
+	for (auto &s : in_extent(h->srqs, x.srqs))
 		if (s.slot.load() == SLOT_LIVE && s.owner == p) {
 			s.error.store(1);
 			s.generation++;
 			s.slot.store(SLOT_FREE);
+			extent_release(x.srqs, uint32_t(&s - h->srqs));
 		}
-	for (auto &m : h->mrs)
+	for (auto &m : in_extent(h->mrs, x.mrs))
 		if (m.kind.load() != KEY_FREE && kld(m.owner) == p) {
 			uint64_t ws = key_write_lock(m);
 			m.kind.store(KEY_FREE, std::memory_order_relaxed);
 			key_write_unlock(m, ws);
+			extent_release(x.mrs, uint32_t(&m - h->mrs));
 		}
-	for (auto &r : h->xrcd_refs) {
+	for (auto &r : in_extent(h->xrcd_refs, x.xrcd_refs)) {
 		if (r.in_use && r.proc == p) {
 			if (r.xrcd < kMaxXrcds) {
-				XrcdEntry &x = h->xrcds[r.xrcd];
-				if (x.in_use && x.refs >= r.count)
-					x.refs -= r.count;
+				XrcdEntry &e = h->xrcds[r.xrcd];
+				if (e.in_use && e.refs >= r.count)
+					e.refs -= r.count;
 				else
-					x.refs = 0;
-				if (x.in_use && !x.refs)
-					x.in_use = 0;
+					e.refs = 0;
+				if (e.in_use && !e.refs)
+					e.in_use = 0;
 			}
 			r.in_use = 0;
+			extent_release(x.xrcd_refs, uint32_t(&r - h->xrcd_refs));
 		}
 	}
 	shm_lock(&h->flow_lock);
-	for (auto &f : h->flows)
+	for (auto &f : in_extent(h->flows, x.flows))
 		if (f.in_use.load() && f.owner == p) {
 			f.generation++;
 			f.in_use.store(0);
+			extent_release(x.flows, uint32_t(&f - h->flows));
 		}
 	shm_unlock(&h->flow_lock);
 	for (auto &g : h->mcast) {

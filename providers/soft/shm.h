@@ -19,13 +19,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <pthread.h>
 #include <sys/types.h>
 
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 14;
+inline constexpr uint32_t kLayoutVersion = 15;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -283,6 +284,80 @@ struct McastEntry {
 	uint32_t qpn[kMaxMcastAttach]; // 0 = empty
 };
 
+// ---- The extent of a large table: entries are taken from the bottom up,
+// so that a device that holds few objects keeps its tables short, and
+// what reads a whole table (attach's check, the reclaim of a dead
+// process, the allocators) reads only [0, used) and never maps the pages
+// above it.
+//   used: one past the highest entry ever taken since the segment was
+//         formatted (never lowered). Every entry at or above it is free,
+//         and zero in a sound segment; the data path, which bounds-checks
+//         every index it reads, may still look one up by index.
+//   low:  no free entry lies below it (a hint: lowered when an entry is
+//         freed; a stale hint costs a scan or a larger extent, never a
+//         wrong answer).
+// Both change only under the lock that guards taking an entry of that
+// table (the device lock; flow_lock for the flow table).
+struct TableExtent {
+	std::atomic<uint32_t> used;
+	std::atomic<uint32_t> low;
+};
+
+// The extent's end, never past the table's capacity `max` (a damaged
+// value cannot make a scan leave the table).
+inline uint32_t extent_end(const TableExtent &t, uint32_t max)
+{
+	uint32_t u = t.used.load(std::memory_order_relaxed);
+	return u < max ? u : max;
+}
+
+// Takes a free entry (is_free(i) true) of a table of `max` entries: the
+// first free one at or above the hint, else the one at the extent's end
+// (raising it), else, with the extent at the table's end, the first free
+// one below the hint. -1 when the table is full. The caller holds the
+// table's lock and makes the entry live (or leaves it free) before
+// dropping it.
+template <class IsFree> int extent_take(TableExtent &t, uint32_t max, IsFree is_free)
+{
+	uint32_t n = extent_end(t, max);
+	uint32_t lo = t.low.load(std::memory_order_relaxed);
+	if (lo > n)
+		lo = n;
+	for (uint32_t i = lo; i < n; i++)
+		if (is_free(i)) {
+			t.low.store(i, std::memory_order_relaxed);
+			return int(i);
+		}
+	if (n < max) {
+		t.used.store(n + 1, std::memory_order_relaxed);
+		t.low.store(n, std::memory_order_relaxed);
+		return int(n);
+	}
+	for (uint32_t i = 0; i < lo; i++)
+		if (is_free(i)) {
+			t.low.store(i, std::memory_order_relaxed);
+			return int(i);
+		}
+	return -1;
+}
+
+// Entry `slot` was freed: the hint moves down to it.
+inline void extent_release(TableExtent &t, uint32_t slot)
+{
+	if (slot < t.low.load(std::memory_order_relaxed))
+		t.low.store(slot, std::memory_order_relaxed);
+}
+
+// The entries of `table` below its extent.
+template <class T, size_t N> std::span<T> in_extent(T (&table)[N], const TableExtent &t)
+{
+	return std::span<T>(table, extent_end(t, uint32_t(N)));
+}
+
+struct TableExtents {
+	TableExtent qps, cqs, srqs, mrs, xrcd_refs, qp_refs, flows;
+};
+
 struct SegmentHeader {
 	uint64_t magic;
 	uint32_t version;
@@ -298,6 +373,7 @@ struct SegmentHeader {
 	uint32_t arena_initialised;
 	uint64_t arena_offset; // from the start of the segment
 	uint64_t arena_size;
+	TableExtents extents;
 	ProcEntry procs[kMaxProcs];
 	QpEntry qps[kMaxQps];
 	CqEntry cqs[kMaxCqs];
@@ -388,8 +464,10 @@ struct Segment {
 const char *segment_header_defect(const SegmentHeader *h, uint64_t file_size, int index,
 				  uint32_t uid);
 // The shared tables (what must hold whenever the device lock is free):
-// slot states and kinds take known values, every index names an entry
-// that exists, every ring locator names a ring inside the arena or a memfd.
+// no extent past its table; below each table's extent, slot states and
+// kinds take known values, every index names an entry that exists, every
+// ring locator names a ring inside the arena or a memfd. Entries above an
+// extent are not read (they are free; see TableExtent).
 const char *segment_tables_defect(const SegmentHeader *h);
 // The arena's block chain: `arena_size` bytes at `arena`, blocks with
 // their magic, sizes multiple of 64 that tile the arena exactly.

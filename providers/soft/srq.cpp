@@ -90,12 +90,9 @@ static struct ibv_srq *srq_create(SoftContext *ctx, struct ibv_pd *pd,
 		return nullptr;
 	}
 	shm_lock(&seg->hdr->lock);
-	int slot = -1;
-	for (uint32_t i = 0; i < kMaxSrqs; i++)
-		if (seg->hdr->srqs[i].slot.load() == SLOT_FREE) {
-			slot = int(i);
-			break;
-		}
+	SegmentHeader *hdr = seg->hdr;
+	int slot = extent_take(hdr->extents.srqs, kMaxSrqs,
+			       [&](uint32_t i) { return hdr->srqs[i].slot.load() == SLOT_FREE; });
 	uint32_t cap = geo.cap;
 	RingLoc loc{};
 	uint64_t tm_off = 0;
@@ -315,6 +312,7 @@ int soft_destroy_srq(struct ibv_srq *ibsrq)
 	e.error.store(1);
 	e.generation++;
 	e.slot.store(SLOT_FREE, std::memory_order_release);
+	extent_release(seg->hdr->extents.srqs, srq->slot);
 	if (srq->ring_off)
 		arena_free(seg, srq->ring_off);
 	if (srq->tm_off)

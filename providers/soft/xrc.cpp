@@ -77,17 +77,16 @@ struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
 	}
 	if (!err) {
 		int r = -1;
-		for (uint32_t i = 0; i < kMaxXrcdRefs; i++)
+		for (uint32_t i = 0, n = extent_end(h->extents.xrcd_refs, kMaxXrcdRefs); i < n; i++)
 			if (h->xrcd_refs[i].in_use && h->xrcd_refs[i].xrcd == uint32_t(slot) &&
 			    h->xrcd_refs[i].proc == seg->my_proc)
 				r = int(i);
-		if (r < 0)
-			for (uint32_t i = 0; i < kMaxXrcdRefs; i++)
-				if (!h->xrcd_refs[i].in_use) {
-					r = int(i);
-					h->xrcd_refs[i] = XrcdRef{1, uint32_t(slot), seg->my_proc, 0};
-					break;
-				}
+		if (r < 0) {
+			r = extent_take(h->extents.xrcd_refs, kMaxXrcdRefs,
+					[&](uint32_t i) { return !h->xrcd_refs[i].in_use; });
+			if (r >= 0)
+				h->xrcd_refs[r] = XrcdRef{1, uint32_t(slot), seg->my_proc, 0};
+		}
 		if (r < 0) {
 			err = ENOMEM;
 			if (!h->xrcds[slot].refs)
@@ -118,10 +117,12 @@ int soft_close_xrcd(struct ibv_xrcd *ibx)
 	Segment *seg = to_sctx(ibx->context)->seg;
 	SegmentHeader *h = seg->hdr;
 	shm_lock(&h->lock);
-	for (auto &r : h->xrcd_refs)
+	for (auto &r : in_extent(h->xrcd_refs, h->extents.xrcd_refs))
 		if (r.in_use && r.xrcd == x->slot && r.proc == seg->my_proc) {
-			if (!--r.count)
+			if (!--r.count) {
 				r.in_use = 0;
+				extent_release(h->extents.xrcd_refs, uint32_t(&r - h->xrcd_refs));
+			}
 			break;
 		}
 	XrcdEntry &e = h->xrcds[x->slot];

@@ -14,8 +14,11 @@
 // a file size one page short, bit 2 another device index, bit 3 another uid.
 //
 // A segment the checks accept is then used as the provider uses one: every
-// index a live entry holds is followed into its table and every arena ring
-// it names is resolved (Segment::ring) and read to its last cell. A check
+// index a live entry below its table's extent holds is followed into its
+// table and every arena ring it names is resolved (Segment::ring) and read
+// to its last cell. The patches reach the extents too (they sit in the
+// header): a check that let an extent past its table's end through would
+// have the scans read outside the table. A check
 // that let a bad index or ring through shows up as an AddressSanitizer or
 // UndefinedBehaviorSanitizer report, or a fault, and fails the run.
 // Built with clang -fsanitize=fuzzer,address,undefined (tests/fuzz/CMakeLists.txt).
@@ -87,13 +90,14 @@ uint8_t use_ring(const Segment &seg, const RingLoc &loc)
 	return touch(r->cells, uint64_t(r->capacity) * r->cell_size);
 }
 
-// What the provider does with an accepted segment's tables: every index
-// followed, every arena ring resolved and read.
+// What the provider does with an accepted segment's tables: every entry
+// below a table's extent (the provider scans no further), every index it
+// holds followed, every arena ring resolved and read.
 uint8_t use_segment(const Segment &seg)
 {
 	const SegmentHeader *h = seg.hdr;
 	uint8_t x = 0;
-	for (const QpEntry &q : h->qps) {
+	for (const QpEntry &q : in_extent(h->qps, h->extents.qps)) {
 		if (q.slot.load(std::memory_order_relaxed) != SLOT_LIVE)
 			continue;
 		x ^= touch(&h->procs[q.owner], sizeof(ProcEntry));
@@ -105,13 +109,13 @@ uint8_t use_segment(const Segment &seg)
 			x ^= touch(&h->xrcds[q.xrcd - 1], sizeof(XrcdEntry));
 		x ^= use_ring(seg, q.rq_ring);
 	}
-	for (const CqEntry &c : h->cqs) {
+	for (const CqEntry &c : in_extent(h->cqs, h->extents.cqs)) {
 		if (c.slot.load(std::memory_order_relaxed) != SLOT_LIVE)
 			continue;
 		x ^= touch(&h->procs[c.owner], sizeof(ProcEntry));
 		x ^= use_ring(seg, c.ring);
 	}
-	for (const SrqEntry &s : h->srqs) {
+	for (const SrqEntry &s : in_extent(h->srqs, h->extents.srqs)) {
 		if (s.slot.load(std::memory_order_relaxed) != SLOT_LIVE)
 			continue;
 		x ^= touch(&h->procs[s.owner], sizeof(ProcEntry));
@@ -121,7 +125,7 @@ uint8_t use_segment(const Segment &seg)
 			x ^= touch(&h->cqs[s.cq - 1], sizeof(CqEntry));
 		x ^= use_ring(seg, s.ring);
 	}
-	for (const MrEntry &m : h->mrs) {
+	for (const MrEntry &m : in_extent(h->mrs, h->extents.mrs)) {
 		if (m.kind.load(std::memory_order_relaxed) == KEY_FREE)
 			continue;
 		x ^= touch(&h->procs[m.owner], sizeof(ProcEntry));
@@ -130,11 +134,11 @@ uint8_t use_segment(const Segment &seg)
 		if (&h->mrs[(m.key >> 8) - 1] != &m)
 			abort(); // the table check promises a key names its own slot
 	}
-	for (const XrcdRef &r : h->xrcd_refs)
+	for (const XrcdRef &r : in_extent(h->xrcd_refs, h->extents.xrcd_refs))
 		if (r.in_use)
 			x ^= touch(&h->xrcds[r.xrcd], sizeof(XrcdEntry)) ^
 			     touch(&h->procs[r.proc], sizeof(ProcEntry));
-	for (const QpHandleRef &r : h->qp_refs)
+	for (const QpHandleRef &r : in_extent(h->qp_refs, h->extents.qp_refs))
 		if (r.in_use)
 			x ^= touch(&h->qps[r.qp], sizeof(QpEntry)) ^
 			     touch(&h->procs[r.proc], sizeof(ProcEntry));

@@ -774,24 +774,38 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	ASSERT_GE(fd, 0);
 	uint64_t arena_offset = 0;
 	ASSERT_EQ(pread(fd, &arena_offset, 8, offsetof(ovsoft::SegmentHeader, arena_offset)), 8);
-	auto damage = [&](off_t at, uint32_t value) {
-		uint32_t old = 0;
-		EXPECT_EQ(pread(fd, &old, 4, at), 4);
-		EXPECT_EQ(pwrite(fd, &value, 4, at), 4);
+	// Writes the 4-byte values at their offsets, opens the device (the
+	// errno of a refusal, 0 when it opens), then puts the old values back.
+	auto damage = [&](std::vector<std::pair<off_t, uint32_t>> patches) {
+		std::vector<uint32_t> old(patches.size());
+		for (size_t i = 0; i < patches.size(); i++) {
+			EXPECT_EQ(pread(fd, &old[i], 4, patches[i].first), 4);
+			EXPECT_EQ(pwrite(fd, &patches[i].second, 4, patches[i].first), 4);
+		}
 		errno = 0;
 		ibv_context *ctx = open_soft(4);
 		int e = errno;
 		if (ctx)
 			ibv_close_device(ctx);
-		EXPECT_EQ(pwrite(fd, &old, 4, at), 4);
+		for (size_t i = patches.size(); i-- > 0;)
+			EXPECT_EQ(pwrite(fd, &old[i], 4, patches[i].first), 4);
 		return ctx ? 0 : e;
 	};
 	// The first arena block's magic (BlockHeader: size, free, owner, magic).
-	EXPECT_EQ(damage(off_t(arena_offset + 16), 0x12345678), EPROTO);
-	// QP entry 7's slot state.
-	EXPECT_EQ(damage(off_t(offsetof(ovsoft::SegmentHeader, qps) + 7 * sizeof(ovsoft::QpEntry)),
-			 77),
+	EXPECT_EQ(damage({{off_t(arena_offset + 16), 0x12345678}}), EPROTO);
+	// QP entry 7's slot state, inside the QP table's extent (8 entries).
+	const off_t qp7 = off_t(offsetof(ovsoft::SegmentHeader, qps) + 7 * sizeof(ovsoft::QpEntry));
+	const off_t qp_used = off_t(offsetof(ovsoft::SegmentHeader, extents.qps.used));
+	EXPECT_EQ(damage({{qp_used, 8}, {qp7, 77}}), EPROTO);
+	// An extent past its table's end.
+	EXPECT_EQ(damage({{qp_used, ovsoft::kMaxQps + 1}}), EPROTO);
+	EXPECT_EQ(damage({{off_t(offsetof(ovsoft::SegmentHeader, extents.mrs.used)),
+			   ovsoft::kMaxMrs + 1}}),
 		  EPROTO);
+	// Above the extent (no QP taken yet) entries are free by definition:
+	// attach does not read them, and a lookup by index bounds-checks what
+	// it finds, as for damage done after attach.
+	EXPECT_EQ(damage({{qp7, 77}}), 0);
 	// Undamaged again: usable.
 	ibv_context *ctx = open_soft(4);
 	EXPECT_NE(ctx, nullptr) << strerror(errno);
@@ -807,6 +821,55 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	if (ctx)
 		ibv_close_device(ctx);
 	EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
+}
+
+// A process that attaches to a device in use maps only the parts of the
+// tables below their extents (shm.h, TableExtent): a device that holds a
+// few objects costs it a few pages, not the tables' 5 MB (about 1,230
+// pages, all of them mapped by every attach before the extents). Key slots
+// are taken from the bottom: a region registered after a deregistration
+// takes the freed slot, under another key.
+TEST(SoftHardening, AttachMapsOnlyTheTablesInUse)
+{
+	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft6";
+	pid_t c = hold_soft_in_child(6);
+	ASSERT_GT(c, 0);
+	{
+		Ctx ctx(open_soft(6));
+		ASSERT_TRUE(ctx) << strerror(errno);
+		Pd pd(ibv_alloc_pd(ctx.get()));
+		ASSERT_TRUE(pd);
+		static char buf[3][64];
+		Mr a(ibv_reg_mr(pd.get(), buf[0], sizeof(buf[0]), IBV_ACCESS_LOCAL_WRITE));
+		Mr b(ibv_reg_mr(pd.get(), buf[1], sizeof(buf[1]), IBV_ACCESS_LOCAL_WRITE));
+		ASSERT_TRUE(a && b);
+		uint32_t slot_a = a->handle, key_a = a->lkey;
+		EXPECT_EQ(b->handle, slot_a + 1);
+		a.reset();
+		Mr d(ibv_reg_mr(pd.get(), buf[2], sizeof(buf[2]), IBV_ACCESS_LOCAL_WRITE));
+		ASSERT_TRUE(d);
+		EXPECT_EQ(d->handle, slot_a);
+		EXPECT_NE(d->lkey, key_a);
+
+		// The segment file's pages in memory (tmpfs: a page exists once
+		// some process touched it).
+		int fd = open(path.c_str(), O_RDONLY);
+		ASSERT_GE(fd, 0);
+		struct stat st;
+		ASSERT_EQ(fstat(fd, &st), 0);
+		void *m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		ASSERT_NE(m, MAP_FAILED);
+		std::vector<unsigned char> in_core((size_t(st.st_size) + 4095) / 4096);
+		ASSERT_EQ(mincore(m, size_t(st.st_size), in_core.data()), 0) << strerror(errno);
+		size_t resident = 0;
+		for (unsigned char v : in_core)
+			resident += v & 1;
+		munmap(m, size_t(st.st_size));
+		EXPECT_LT(resident, 200u) << "pages of " << path << " in memory";
+	}
+	kill(c, SIGKILL);
+	waitpid(c, nullptr, 0);
 }
 
 // ---------------------------------------------------------------- soak finding 1
