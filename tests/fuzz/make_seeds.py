@@ -83,11 +83,14 @@ write('mad', 'header_only', user_mad(0, 0, 0, 0, b''))
 
 # ---- segment: a flags byte, then patches (u32 LE offset, length - 1, bytes)
 # applied to a sound segment (segment_fuzz.cpp). Offsets of layout version
-# 10 (providers/soft/shm.h): header 4796416 bytes, qps at 12432 (128 bytes
-# each: slot 0, srq 40, rq_ring 72; a RingLoc has kind at 0, off at 8), mrs
-# at 995472 (kind 0, key 4). Another layout moves them: the seeds still
-# damage something, only other fields.
-HDR, QPS, MRS = 4796416, 12432, 995472
+# 15 (providers/soft/shm.h): header 5042176 bytes, the QP and key tables'
+# extents (TableExtent.used) at 144 and 168, qps at 12488 (128 bytes each:
+# slot 0, srq 40, rq_ring 72; a RingLoc has kind at 0, off at 8), mrs at
+# 1036488 (kind 0, key 4). The checks read entries below an extent only, so
+# the seeds that make entries live raise the extent too. Another layout
+# moves them: the seeds still damage something, only other fields.
+HDR, QPS, MRS = 5042176, 12488, 1036488
+EXT_QPS, EXT_MRS = 144, 168
 
 
 def patch(off, data):
@@ -99,13 +102,18 @@ for name, flags in (('sound', 0), ('sealed', 1), ('short_file', 2), ('other_devi
     write('segment', name, bytes([flags]))
 write('segment', 'bad_magic', b'\0' + patch(0, b'\xff'))
 write('segment', 'bad_magic_sealed', b'\1' + patch(0, b'\xff'))
-write('segment', 'live_qp', b'\0' + patch(QPS, struct.pack('<I', 1)))
+qp_extent = patch(EXT_QPS, struct.pack('<I', 1))
+mr_extent = patch(EXT_MRS, struct.pack('<I', 1))
+write('segment', 'live_qp', b'\0' + qp_extent + patch(QPS, struct.pack('<I', 1)))
 write('segment', 'live_qp_bad_srq',
-      b'\0' + patch(QPS, struct.pack('<I', 1)) + patch(QPS + 40, struct.pack('<I', 0xffff)))
+      b'\0' + qp_extent + patch(QPS, struct.pack('<I', 1)) +
+      patch(QPS + 40, struct.pack('<I', 0xffff)))
 ring = struct.pack('<IIII', 0x52494e47, 16, 4, 0)  # magic, cell size, capacity, owner
 write('segment', 'live_qp_arena_ring',
-      b'\0' + patch(QPS, struct.pack('<I', 1)) +
+      b'\0' + qp_extent + patch(QPS, struct.pack('<I', 1)) +
       patch(QPS + 72, struct.pack('<IIQ', 1, 0, HDR + 64)) + patch(HDR + 64, ring))
+write('segment', 'live_qp_above_extent', b'\0' + patch(QPS + 128, struct.pack('<I', 1)))
+write('segment', 'extent_past_end', b'\0' + patch(EXT_QPS, struct.pack('<I', 4097)))
 write('segment', 'arena_bad_block', b'\0' + patch(HDR, struct.pack('<Q', 100)))
-write('segment', 'live_mr', b'\0' + patch(MRS, struct.pack('<II', 1, 1 << 8)))
-write('segment', 'mr_wrong_slot', b'\0' + patch(MRS, struct.pack('<II', 1, 2 << 8)))
+write('segment', 'live_mr', b'\0' + mr_extent + patch(MRS, struct.pack('<II', 1, 1 << 8)))
+write('segment', 'mr_wrong_slot', b'\0' + mr_extent + patch(MRS, struct.pack('<II', 1, 2 << 8)))
