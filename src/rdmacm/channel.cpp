@@ -100,8 +100,10 @@ rdma_event_channel *create_channel() noexcept
 	ch->pub.fd = -1;
 	int kerr = 0, serr = 0;
 	ch->kernel = kernel::open_source(kerr);
-	if (soft::enabled())
+	if (soft::enabled()) {
+		soft::prepare();
 		ch->soft = soft::open_source(serr);
+	}
 	if (!ch->kernel && !ch->soft) {
 		log::err("cannot create an event channel: /dev/infiniband/rdma_cm: %s%s", strerror(kerr),
 			 soft::enabled() ? "; software CM unavailable" : " (software devices are off)");

@@ -22,6 +22,11 @@ bool enabled() noexcept;
 bool claims(const sockaddr *addr) noexcept;
 // A source for one event channel, or null with err set.
 std::unique_ptr<EventSource> open_source(int &err) noexcept;
+// Reads now what the first bind or resolve would otherwise read: the
+// address bindings of the configuration files and the kernel's RDMA
+// network devices. Called when a channel is made, where rdma-core 44
+// reads its device list (ucma_init); idempotent.
+void prepare() noexcept;
 // A new id on the source; null with err set.
 std::unique_ptr<IdBackend> create_id(EventSource &src, uint64_t uid, uint16_t ps, uint8_t qp_type,
 				     int &err) noexcept;

@@ -452,6 +452,14 @@ bool kernel_owns(const sockaddr *sa)
 // (no network device: it serves every namespace). Soft devices are not in
 // sysfs. A namespace that only reaches the kernel's devices of another
 // namespace (an sroce device's, beside rxe in the root namespace) is ours.
+// The ports' own network devices, read now unless read within the last
+// second (kernel_owns then finds them read).
+void read_kernel_ndevs()
+{
+	std::lock_guard<std::mutex> g(g_ndevs_lock);
+	g_own_ndevs.has(false, "");
+}
+
 bool kernel_owns_any()
 {
 	{
@@ -3314,6 +3322,18 @@ bool enabled() noexcept
 		return usercm::soft_devices().any;
 	} catch (...) {
 		return false;
+	}
+}
+
+void prepare() noexcept
+{
+	try {
+		if (!enabled())
+			return;
+		(void)usercm::bindings();
+		usercm::read_kernel_ndevs();
+	} catch (...) {
+		// what was not read is read by the first bind or resolve
 	}
 }
 
