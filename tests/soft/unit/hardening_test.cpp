@@ -870,6 +870,13 @@ TEST(SoftHardening, AttachMapsOnlyTheTablesInUse)
 	}
 	kill(c, SIGKILL);
 	waitpid(c, nullptr, 0);
+	// The next user reclaims what the killed holder left, and as the last
+	// one to leave removes the segment (other tests check that none is left).
+	ibv_context *ctx = open_soft(6);
+	EXPECT_NE(ctx, nullptr) << strerror(errno);
+	if (ctx)
+		ibv_close_device(ctx);
+	EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
 }
 
 // ---------------------------------------------------------------- soak finding 1
