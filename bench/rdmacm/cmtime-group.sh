@@ -89,4 +89,10 @@ one() {
 for ((r = 1; r <= rounds; r++)); do
   for cfg in soft0 rxe0-debian rxe0-ours; do one "$cfg" "$r"; done
 done
+# cmtime's own bookkeeping per connection (bench/rdmacm/clock_floor.c):
+# "floor 0 clock US" in numbers.txt.
+if [ -x "$OV_BUILD_DIR/bin/clock_floor" ]; then
+  "$OV_BUILD_DIR/bin/clock_floor" "$conns" >"$OV_LOGDIR/clock_floor.log" 2>&1
+  awk '$1 == "clock_floor" { print "floor 0 clock", $2 }' "$OV_LOGDIR/clock_floor.log" >>"$numbers"
+fi
 exit "$ov_failed"
