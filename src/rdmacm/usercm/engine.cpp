@@ -446,12 +446,6 @@ bool kernel_owns(const sockaddr *sa)
 	return g_all_ndevs.has(true, ndev);
 }
 
-// True when the kernel has an RDMA device that serves this network
-// namespace: one whose port's own network device (kernel_ndevs) is an
-// interface of this namespace (rxe, siw, RoCE NICs), or an InfiniBand one
-// (no network device: it serves every namespace). Soft devices are not in
-// sysfs. A namespace that only reaches the kernel's devices of another
-// namespace (an sroce device's, beside rxe in the root namespace) is ours.
 // The ports' own network devices, read now unless read within the last
 // second (kernel_owns then finds them read).
 void read_kernel_ndevs()
@@ -460,6 +454,12 @@ void read_kernel_ndevs()
 	g_own_ndevs.has(false, "");
 }
 
+// True when the kernel has an RDMA device that serves this network
+// namespace: one whose port's own network device (kernel_ndevs) is an
+// interface of this namespace (rxe, siw, RoCE NICs), or an InfiniBand one
+// (no network device: it serves every namespace). Soft devices are not in
+// sysfs. A namespace that only reaches the kernel's devices of another
+// namespace (an sroce device's, beside rxe in the root namespace) is ours.
 bool kernel_owns_any()
 {
 	{
