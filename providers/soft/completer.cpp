@@ -38,6 +38,61 @@ static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
 		softlog(3, "soft%d: completion event not delivered: %s", seg->index, strerror(rc));
 }
 
+// An HCA armed while its CQ holds entries past the consumer index it is
+// given (the arm doorbells of rdma-core's mlx4 and mlx5 providers carry
+// it) raises the completion event at once. Applications count on that when
+// they poll, arm and then wait without polling again: Open MPI's openib
+// connection manager (udcm_cq_event_dispatch in btl_openib_connect_udcm.c)
+// does, and a completion that lands between its poll and its arm would
+// otherwise sit in the CQ with no event, its connection never completing.
+// So after the owner arms (soft_req_notify_cq), a completion still in the
+// CQ that the arm asks for sends the event now. Completions pushed later
+// are the pushers' (cq_push_fill reads the arm after publishing; both sides
+// fence). An extra event is harmless: the application polls after it.
+void cq_arm_pending(Segment *seg, SoftCq *cq, uint32_t a)
+{
+	CqEntry &c = seg->hdr->cqs[cq->slot];
+	if (c.channel_fd < 0)
+		return;
+	bool due = false;
+	if (cq->td_mode) {
+		// The lane's pusher is the arming thread itself (lane_push).
+		const CqLane *l = &cq->lane;
+		uint32_t h = l->head.load(std::memory_order_acquire);
+		uint32_t t = l->tail.load(std::memory_order_acquire);
+		for (; h != t && !due; h++)
+			due = a == 1 || l->cells[h & l->mask].status != IBV_WC_SUCCESS;
+	}
+	RingHeader *r = cq->ring;
+	uint64_t d = r->deq.load(std::memory_order_acquire);
+	uint64_t e = r->enq.load(std::memory_order_acquire);
+	if (!due && a == 1) {
+		// The oldest entry only: if it is not yet published, its pusher
+		// publishes, then reads the arm and sends the event.
+		due = d != e && ring_published(r, d) != nullptr;
+	} else if (!due && d != e) {
+		// Solicited only: a solicited or failed completion among those
+		// published. The cells are read under the poll guard (the ring's
+		// consumer side); a poller holding it (an ibv_start_poll section)
+		// means completions are being taken: send the event rather than
+		// wait.
+		if (!cq->td_mode && cq->poll_busy.exchange(true, std::memory_order_acquire)) {
+			due = true;
+		} else {
+			d = r->deq.load(std::memory_order_acquire);
+			for (uint64_t pos = d; pos != e && !due; pos++) {
+				auto *cell = static_cast<const CqeCell *>(ring_published(r, pos));
+				due = cell && !cell->purged &&
+				      (cell->solicited || cell->wc.status != IBV_WC_SUCCESS);
+			}
+			if (!cq->td_mode)
+				guard_unlock(&cq->poll_busy);
+		}
+	}
+	if (due)
+		cq_event(seg, c, a);
+}
+
 // cq_push with the completion written in place by fill(struct ibv_wc &)
 // (the cell's ibv_wc, zeroed first); st is the status fill writes. tm: a
 // tag-matching receive that matched (wc_flags IBV_WC_TM_MATCH), whose tag

@@ -230,7 +230,9 @@ int soft_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	Segment *seg = to_sctx(ibcq->context)->seg;
 	// Sequentially consistent: a full fence before the application polls
 	// (the other half of cq_push_fill's).
-	seg->hdr->cqs[cq->slot].armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+	uint32_t a = solicited_only ? 2 : 1;
+	seg->hdr->cqs[cq->slot].armed.store(a, std::memory_order_seq_cst);
+	cq_arm_pending(seg, cq, a); // completions already waiting raise the event now
 	return 0;
 }
 

@@ -562,6 +562,10 @@ void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);
 // (responder.cpp).
 TmList *tm_list(Segment *seg, const SrqEntry &s);
 int cq_push(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, bool solicited);
+// After the owner armed cq (armed value a: 1 any, 2 solicited only): sends
+// the completion event at once when the CQ already holds a completion the
+// arm asks for and nobody has polled (completer.cpp).
+void cq_arm_pending(Segment *seg, SoftCq *cq, uint32_t a);
 // cq_push of a tag-matching receive: with the message's tag and the TMH's
 // app_ctx (CqeCell::tm_tag, tm_priv; ibv_wc_read_tm_info).
 int cq_push_tm(Segment *seg, uint32_t cq_slot, const struct ibv_wc &wc, uint64_t tag,

@@ -1133,6 +1133,73 @@ TEST_F(Loop, CompletionChannelWorksWithPollAndEpoll)
 	EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
+// Arming a CQ that already holds completions nobody polled raises the event
+// at once, as an HCA does (its arm carries the consumer index). Open MPI's
+// openib connection manager polls, arms and waits without polling again; a
+// completion between its poll and its arm hung ucx.mpi_openib (2 runs in 100
+// with the CPUs loaded).
+TEST_F(Loop, ArmingOverUnpolledCompletionsRaisesTheEvent)
+{
+	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	ASSERT_NE(ch, nullptr);
+	ASSERT_EQ(ibv_destroy_cq(cqb), 0);
+	cqb = ibv_create_cq(ctx, 16, this, ch, 0);
+	ASSERT_NE(cqb, nullptr);
+	ibv_cq *cq = cqb;
+	ASSERT_TRUE(connect());
+	auto readable = [&](int ms) {
+		pollfd p = {ch->fd, POLLIN, 0};
+		return poll(&p, 1, ms) == 1;
+	};
+	auto take_event = [&] {
+		ibv_cq *ecq;
+		void *ectx;
+		ASSERT_EQ(ibv_get_cq_event(ch, &ecq, &ectx), 0);
+		EXPECT_EQ(ecq, cq);
+		ibv_ack_cq_events(ecq, 1);
+	};
+	// A completion arrives while the CQ is not armed: no event.
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	EXPECT_FALSE(readable(50));
+	// Armed over it: the event comes without a further completion.
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	ASSERT_TRUE(readable(2000));
+	take_event();
+	// The arm was used up by that event: nothing more.
+	EXPECT_FALSE(readable(50));
+	ibv_wc wc;
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1);
+	// An empty CQ armed: no event.
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	EXPECT_FALSE(readable(50));
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+	// Solicited only: an unsolicited completion in the CQ does not raise
+	// it, a solicited one does.
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	ASSERT_EQ(ibv_req_notify_cq(cq, 1), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey), 0);
+	EXPECT_FALSE(readable(50));
+	ASSERT_EQ(ibv_req_notify_cq(cq, 1), 0);
+	EXPECT_FALSE(readable(50));
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64), 0);
+	ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 4, mra->lkey,
+		       0, 0, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED), 0);
+	ASSERT_TRUE(readable(2000));
+	take_event();
+	ASSERT_EQ(ibv_req_notify_cq(cq, 1), 0);
+	ASSERT_TRUE(readable(2000));
+	take_event();
+	ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1);
+	ibv_destroy_qp(b);
+	b = nullptr;
+	ASSERT_EQ(ibv_destroy_cq(cq), 0);
+	cqb = nullptr;
+	EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 TEST_F(Loop, CqExStartPollAndQpExWrApi)
 {
 	ibv_cq_init_attr_ex ca = {};
