@@ -702,6 +702,8 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 			// since is not shared again: peers use process_vm_*.
 			if (!still_mapped_from(r.start, r.end, r.ino, r.off)) {
 				pthread_mutex_unlock(&g_share_lock);
+				softlog(3, "region at %#lx (%zu bytes) stays private: the converted "
+					   "pages around it were unmapped or replaced", (unsigned long)a, len);
 				return -1;
 			}
 			r.refs++;
@@ -711,6 +713,9 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		}
 		if (ps < r.end && pe > r.start) { // partial overlap: leave it alone
 			pthread_mutex_unlock(&g_share_lock);
+			softlog(3, "region at %#lx (%zu bytes) stays private: its pages overlap "
+				   "converted pages %#lx-%#lx in part", (unsigned long)a, len,
+				(unsigned long)r.start, (unsigned long)r.end);
 			return -1;
 		}
 	}
@@ -752,6 +757,12 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		}
 	}
 	pthread_mutex_unlock(&g_share_lock);
+	if (slot < 0)
+		softlog(3, "region at %#lx (%zu bytes) stays private: %s", (unsigned long)a, len,
+			freeslot < 0		  ? "no free slot for another converted range"
+			: pe - ps > share_max()	  ? "larger than OPENVERBS_SOFT_SHARE_MAX"
+			: !anon_private_rw(ps, pe) ? "not private anonymous read-write memory"
+						   : "its pages could not be converted");
 	return slot;
 }
 

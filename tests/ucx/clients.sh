@@ -59,7 +59,9 @@ info() {
 perftest() {
 	test=$1 tls=$2 iters=$3 size=${4:-}
 	port=$(free_port)
-	export UCX_NET_DEVICES=soft0:1 UCX_TLS="$tls"
+	# VERBS_LOG_LEVEL=3: the device says why a region stays private (peers
+	# then reach it with process_vm_*), printed with the pair's output.
+	export UCX_NET_DEVICES=soft0:1 UCX_TLS="$tls" VERBS_LOG_LEVEL=3
 	set -- -t "$test" -n "$iters"
 	[ -n "$size" ] && set -- "$@" -s "$size"
 	timeout 300 ucx_perftest -p "$port" > "$log/server" 2>&1 &
