@@ -1320,9 +1320,19 @@ uint8_t *peer_map(int32_t pid, int fd, uint32_t ino, uint64_t *size)
 			remember(*victim);
 		}
 	}
+	int err = f < 0 ? errno : 0;
 	if (f >= 0)
 		close(f);
 	pthread_mutex_unlock(&g_map_lock);
+	if (!base) {
+		// The data path falls back to process_vm_* for this memory: said
+		// at VERBS_LOG_LEVEL=3, the first few times only (it is asked
+		// again for every operation).
+		static std::atomic<int> told{0};
+		if (told.fetch_add(1, std::memory_order_relaxed) < 8)
+			softlog(3, "cannot map file descriptor %d of process %d (inode %u): %s", fd, pid,
+				ino, err ? strerror(err) : "not that file, empty, or mmap failed");
+	}
 	return base;
 }
 
