@@ -227,13 +227,25 @@ kbuild_pkg=$(apt-cache show "$hdr_pkg=$ver" 2>/dev/null |
 [ -n "$common_pkg" ] && [ -n "$kbuild_pkg" ] ||
   die "cannot find the headers packages of $hdr_pkg=$ver"
 src_pkg=linux-source-$series
+# The headers depend on linux-kbuild-X.Y ">=" the image's version, and that
+# package has uploads of its own (bookworm-security carried linux-kbuild-6.1
+# 6.1.192-3 only, beside image and headers 6.1.192-2): the image's version
+# when the archive has it, else the newest one that satisfies the dependency.
+kbuild_ver=$ver
+if ! apt-cache madison "$kbuild_pkg" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+     grep -qxF -- "$ver"; then
+  kbuild_ver=$(apt-cache show --no-all-versions "$kbuild_pkg" 2>/dev/null | sed -n 's/^Version: //p' | head -n1)
+  [ -n "$kbuild_ver" ] && dpkg --compare-versions "$kbuild_ver" ge "$ver" ||
+    die "no version of $kbuild_pkg satisfies $hdr_pkg=$ver (needs >= $ver)"
+fi
 
 w=$kdir/siw-build
 mkdir -p "$w/hdr"
 log "fetching and extracting $hdr_pkg, $common_pkg, $kbuild_pkg"
 for p in "$hdr_pkg" "$common_pkg" "$kbuild_pkg"; do
-  # the kbuild package follows the image's version too
-  dpkg -x "$(fetch "$p" "$ver")" "$w/hdr"
+  v=$ver
+  [ "$p" = "$kbuild_pkg" ] && v=$kbuild_ver
+  dpkg -x "$(fetch "$p" "$v")" "$w/hdr"
 done
 log "fetching $src_pkg"
 src_deb=$(fetch "$src_pkg" "$ver")
