@@ -13,7 +13,8 @@
 # destroys a siw CQ; and -Og is not the optimisation a distribution ships.
 #
 # Tarball: $OPENVERBS_ANCHOR64_TARBALL, else
-# ${OPENVERBS_CACHE:-/var/cache/openverbs}/anchors/rdma-core-64.0.tar.xz. Its
+# ${OPENVERBS_CACHE:-/var/cache/openverbs}/anchors/rdma-core-64.0.tar.xz (copied
+# there from ../shared/anchors beside the checkout when it is missing). Its
 # SHA-256 must be the one pinned below. Without it the script prints why and
 # exits 77 (ctest: skipped).
 #
@@ -55,6 +56,18 @@ say() { [ "$quiet" = 1 ] || echo "anchor64: $*" >&2; }
 
 cache=${OPENVERBS_CACHE:-/var/cache/openverbs}
 tarball=${OPENVERBS_ANCHOR64_TARBALL:-$cache/anchors/rdma-core-64.0.tar.xz}
+# The workspace's copy (../shared/anchors beside the checkout) seeds the
+# cache, where clones made elsewhere (CI) find it.
+shared=$(cd "$(dirname "$0")/../../.." && pwd)/shared/anchors/rdma-core-64.0.tar.xz
+if [ ! -r "$tarball" ] && [ -z "${OPENVERBS_ANCHOR64_TARBALL:-}" ] && [ -r "$shared" ] &&
+   [ "$(sha256sum <"$shared" | cut -d' ' -f1)" = "$SHA256" ]; then
+  if mkdir -p "$cache/anchors" 2>/dev/null && cp "$shared" "$tarball.tmp.$$" 2>/dev/null; then
+    mv -f "$tarball.tmp.$$" "$tarball"
+  else
+    rm -f "$tarball.tmp.$$"
+    tarball=$shared
+  fi
+fi
 if [ ! -r "$tarball" ]; then
   echo "anchor64: no rdma-core 64.0 tarball at $tarball (set OPENVERBS_ANCHOR64_TARBALL)" >&2
   exit 77
