@@ -131,6 +131,22 @@ struct Loop : public ::testing::Test {
 		return ::testing::AssertionSuccess();
 	}
 
+	// Replaces b's CQ by one of cqe entries (context cq_context) on a new
+	// completion channel, returned in *ch, and connects the pair.
+	::testing::AssertionResult connect_with_channel(ibv_comp_channel **ch, int cqe,
+							void *cq_context)
+	{
+		*ch = ibv_create_comp_channel(ctx);
+		if (!*ch)
+			return ::testing::AssertionFailure() << "ibv_create_comp_channel failed";
+		if (ibv_destroy_cq(cqb))
+			return ::testing::AssertionFailure() << "ibv_destroy_cq failed";
+		cqb = ibv_create_cq(ctx, cqe, cq_context, *ch, 0);
+		if (!cqb)
+			return ::testing::AssertionFailure() << "ibv_create_cq failed";
+		return connect();
+	}
+
 	int post_recv(ibv_qp *qp, ibv_mr *mr, char *buf, uint32_t len, uint64_t id = 7)
 	{
 		ibv_sge s = {uintptr_t(buf), len, mr->lkey};
@@ -1140,13 +1156,9 @@ TEST_F(Loop, CompletionChannelWorksWithPollAndEpoll)
 // with the CPUs loaded).
 TEST_F(Loop, ArmingOverUnpolledCompletionsRaisesTheEvent)
 {
-	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-	ASSERT_NE(ch, nullptr);
-	ASSERT_EQ(ibv_destroy_cq(cqb), 0);
-	cqb = ibv_create_cq(ctx, 16, this, ch, 0);
-	ASSERT_NE(cqb, nullptr);
+	ibv_comp_channel *ch = nullptr;
+	ASSERT_TRUE(connect_with_channel(&ch, 16, this));
 	ibv_cq *cq = cqb;
-	ASSERT_TRUE(connect());
 	auto readable = [&](int ms) {
 		pollfd p = {ch->fd, POLLIN, 0};
 		return poll(&p, 1, ms) == 1;
@@ -1576,14 +1588,9 @@ TEST_F(Loop, ParentDomainBuffersForkNormallyOnceFreed)
 // machine).
 TEST_F(Loop, ArmThenPollNeverMissesAConcurrentCompletion)
 {
-	ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-	ASSERT_NE(ch, nullptr);
-	// b's CQ gets a completion channel.
-	ASSERT_EQ(ibv_destroy_cq(cqb), 0);
-	cqb = ibv_create_cq(ctx, 64, nullptr, ch, 0);
-	ASSERT_NE(cqb, nullptr);
+	ibv_comp_channel *ch = nullptr;
+	ASSERT_TRUE(connect_with_channel(&ch, 64, nullptr)); // b's CQ on a channel
 	ibv_cq *cq = cqb;
-	ASSERT_TRUE(connect());
 	for (int i = 0; i < 16; i++)
 		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 1), 0);
 	const int rounds = 20000;
