@@ -677,19 +677,24 @@ static size_t share_max()
 // against the region's bounds first). Regions whose pages fall inside an
 // already converted range share its memfd (two small regions in one page,
 // or a small one inside a large one), counted in refs: the pages turn back
-// into private memory when the last of them is deregistered. A region whose
-// pages only partly overlap a converted range is left as it is (peers use
-// process_vm_*).
-// Returns the slot or -1; *file_off is the file offset of addr.
-static int share_region(void *addr, size_t len, uint64_t *file_off)
+// into private memory when the last of them is deregistered.
+// A region whose pages overlap one converted range in part (two buffers of
+// an allocator side by side, the second registered after the first took
+// the page they share) gets its pages beyond that range converted, on its
+// larger side: the backing covers that part of the region only (b->win_lo,
+// win_hi) and peers reach the bytes in the other range's pages with
+// process_vm_*. Overlapping two ranges, the region stays private.
+// Returns the slot and fills *b, or -1 (b->fd -1: peers use process_vm_*).
+static int share_region(void *addr, size_t len, MrBacking *b)
 {
+	*b = MrBacking{-1, 0, 0};
 	uintptr_t a = uintptr_t(addr);
 	if (len > SIZE_MAX - a - 4095)
 		return -1;
 	uintptr_t ps = a & ~uintptr_t(4095);
 	uintptr_t pe = (a + len + 4095) & ~uintptr_t(4095);
 	pthread_mutex_lock(&g_share_lock);
-	int freeslot = -1;
+	int freeslot = -1, overlap = -1;
 	for (int i = 0; i < g_shared_top; i++) {
 		SharedRange &r = g_shared[i];
 		if (!r.refs) {
@@ -707,23 +712,37 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 				return -1;
 			}
 			r.refs++;
-			*file_off = r.off + (a - r.start);
+			*b = MrBacking{r.fd, r.ino, r.off + (a - r.start)};
 			pthread_mutex_unlock(&g_share_lock);
 			return i;
 		}
-		if (ps < r.end && pe > r.start) { // partial overlap: leave it alone
-			pthread_mutex_unlock(&g_share_lock);
-			softlog(3, "region at %#lx (%zu bytes) stays private: its pages overlap "
-				   "converted pages %#lx-%#lx in part", (unsigned long)a, len,
-				(unsigned long)r.start, (unsigned long)r.end);
-			return -1;
+		if (ps < r.end && pe > r.start) {
+			if (overlap >= 0) { // two ranges: leave it alone
+				pthread_mutex_unlock(&g_share_lock);
+				softlog(3, "region at %#lx (%zu bytes) stays private: its pages overlap "
+					   "two converted ranges in part", (unsigned long)a, len);
+				return -1;
+			}
+			overlap = i;
 		}
+	}
+	// The pages to convert: all of the region's, or those beyond the range
+	// it overlaps, on the side with more of them.
+	uintptr_t cs = ps, ce = pe;
+	if (overlap >= 0) {
+		const SharedRange &r = g_shared[overlap];
+		uintptr_t below = r.start > ps ? r.start - ps : 0;
+		uintptr_t above = pe > r.end ? pe - r.end : 0;
+		if (below >= above)
+			ce = r.start;
+		else
+			cs = r.end;
 	}
 	if (freeslot < 0 && g_shared_top < int(sizeof(g_shared) / sizeof(g_shared[0])))
 		freeslot = g_shared_top;
 	int slot = -1;
-	if (freeslot >= 0 && pe - ps <= share_max() && anon_private_rw(ps, pe)) {
-		size_t n = pe - ps;
+	if (freeslot >= 0 && ce - cs <= share_max() && anon_private_rw(cs, ce)) {
+		size_t n = ce - cs;
 		uint64_t off = 0;
 		int pool = -1;
 		// A small range: pool pages of the spare, filled with plain
@@ -732,7 +751,7 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		if (!spare && n <= kPoolRange)
 			pool = pool_take(n, &off);
 		int fd = pool >= 0 ? g_pools[pool].fd : sys_memfd_create("openverbs-soft-mr", MFD_CLOEXEC);
-		bool ok = fd >= 0 && replace_range(ps, n, false, false, [&](void *at) -> void * {
+		bool ok = fd >= 0 && replace_range(cs, n, false, false, [&](void *at) -> void * {
 			// The file holds every byte before its mapping replaces
 			// the range (in one call: no window without a mapping).
 			if (spare)
@@ -744,9 +763,15 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 		});
 		if (ok) {
 			uint32_t ino = pool >= 0 ? g_pools[pool].ino : fd_ino(fd);
-			g_shared[freeslot] = SharedRange{ps, pe, fd, ino, 1, off, pool};
+			g_shared[freeslot] = SharedRange{cs, ce, fd, ino, 1, off, pool};
 			g_shared_top = std::max(g_shared_top, freeslot + 1);
-			*file_off = off + (a - ps);
+			// The region's bytes in [cs, ce).
+			uintptr_t wl = std::max(a, cs), wh = std::min(a + len, ce);
+			*b = MrBacking{fd, ino, off + (wl - cs)};
+			if (overlap >= 0) {
+				b->win_lo = wl - a;
+				b->win_hi = wh - a;
+			}
 			slot = freeslot;
 		} else if (pool >= 0) {
 			// What the copy wrote (if anything) goes; the offsets
@@ -760,9 +785,13 @@ static int share_region(void *addr, size_t len, uint64_t *file_off)
 	if (slot < 0)
 		softlog(3, "region at %#lx (%zu bytes) stays private: %s", (unsigned long)a, len,
 			freeslot < 0		  ? "no free slot for another converted range"
-			: pe - ps > share_max()	  ? "larger than OPENVERBS_SOFT_SHARE_MAX"
-			: !anon_private_rw(ps, pe) ? "not private anonymous read-write memory"
+			: ce - cs > share_max()	  ? "larger than OPENVERBS_SOFT_SHARE_MAX"
+			: !anon_private_rw(cs, ce) ? "not private anonymous read-write memory"
 						   : "its pages could not be converted");
+	else if (overlap >= 0)
+		softlog(4, "region at %#lx (%zu bytes): bytes %#lx-%#lx shared, the rest in "
+			   "converted pages of another range", (unsigned long)a, len,
+			(unsigned long)b->win_lo, (unsigned long)b->win_hi);
 	return slot;
 }
 
@@ -921,13 +950,14 @@ uint64_t key_write_new(MrEntry &e, Segment *seg, uint32_t key, uint32_t pd_id,
 }
 
 // Inside a write section of e (keys.h).
-// The whole region is shared when it has a slot (share_region).
+// The part b names of the region is shared (all of it unless share_region
+// gave a window).
 static void fill_backing(MrEntry &e, const MrBacking &b, uint64_t iova, uint64_t length)
 {
 	kst(e.memfd, b.fd);
 	kst(e.memfd_ino, b.fd >= 0 ? b.ino : 0u);
-	kst(e.share_lo, b.fd >= 0 ? iova : 0u);
-	kst(e.share_hi, b.fd >= 0 ? iova + length : 0u);
+	kst(e.share_lo, b.fd >= 0 ? iova + b.win_lo : 0u);
+	kst(e.share_hi, b.fd >= 0 ? iova + (b.win_hi ? b.win_hi : length) : 0u);
 	kst(e.memfd_off, b.file_off);
 }
 
@@ -996,18 +1026,17 @@ struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint6
 		errno = ENOMEM;
 		return nullptr;
 	}
-	uint64_t file_off = 0;
-	mr->share = odp ? -1 : share_region(addr, length, &file_off);
+	MrBacking b{-1, 0, 0};
+	mr->share = odp ? -1 : share_region(addr, length, &b);
 	// A converted range is mapped (share_region found every page of it);
-	// anything else is checked here.
-	if (!odp && mr->share < 0 && (rc = check_mapped(addr, length)) != 0) {
+	// anything else is checked here, a region converted in part too.
+	if (!odp && (mr->share < 0 || b.win_hi) && (rc = check_mapped(addr, length)) != 0) {
+		unshare_region(mr->share);
 		free(mr);
 		errno = rc;
 		return nullptr;
 	}
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
-	MrBacking b = {mr->share >= 0 ? g_shared[mr->share].fd : -1,
-		       mr->share >= 0 ? g_shared[mr->share].ino : 0u, file_off};
 	if (!mr_publish(ibpd, mr, addr, iova, length, access, b)) {
 		unshare_region(mr->share);
 		free(mr);
@@ -1195,15 +1224,15 @@ static int rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *ad
 	// entry's write section; the old one goes once the entry no longer
 	// names it.
 	int old_share = mr->share;
-	uint64_t file_off = 0;
+	MrBacking nb{-1, 0, 0};
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && !odp)
-		mr->share = share_region(addr, length, &file_off);
+		mr->share = share_region(addr, length, &nb);
 	shm_lock(&seg->hdr->lock);
 	MrEntry &e = seg->hdr->mrs[mr->slot];
 	// Readers see the old registration or the new one, whole (keys.h).
 	uint64_t ws = key_write_lock(e);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		fill_share(e, mr->share, uintptr_t(addr), length, file_off);
+		fill_backing(e, nb, uintptr_t(addr), length);
 		kst(e.addr, uintptr_t(addr));
 		kst(e.iova, uintptr_t(addr));
 		kst(e.length, length);

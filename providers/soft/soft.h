@@ -164,11 +164,14 @@ struct SoftMr {
 
 // The shareable file behind a memory region's pages (MrEntry::memfd): the
 // owner's descriptor (-1: none), its inode, and the file offset of the
-// region's first byte.
+// first byte of the part it backs: [win_lo, win_hi) of the region, in bytes
+// from its start (win_hi 0: the whole region). Peers reach the rest with
+// process_vm_* (MrEntry::share_lo, share_hi).
 struct MrBacking {
 	int32_t fd;
 	uint32_t ino;
 	uint64_t file_off;
+	uint64_t win_lo = 0, win_hi = 0;
 };
 // mr.cpp: gives mr a key for [addr, addr+length) of this process at
 // iova, backed by b, and fills its public fields; false when the key table

@@ -372,6 +372,51 @@ TEST_F(SmallRegion, AdjacentRegionsOfOneFileTurnBackPrivate)
 	}
 }
 
+// Two buffers side by side that share a page (an allocator's neighbours),
+// registered one after the other: the second one's pages beyond the first
+// one's converted range are converted too, and a peer reaches them through
+// a mapping; the bytes in the shared page (converted with the first) it
+// reaches as well. Both orders: the second region above the first, and
+// below it. Every byte lands where it belongs, nothing beside it changes.
+TEST_F(SmallRegion, NeighboursSharingAPageAreBothReached)
+{
+	for (int below = 0; below < 2; below++) {
+		SCOPED_TRACE(below ? "second region below the first" : "second region above the first");
+		Pages pg(64, 'n');
+		ASSERT_TRUE(pg.p);
+		const size_t kLen = 100000; // 24.4 pages: each end inside a page
+		char *lo = pg.p + 3000, *hi = lo + kLen;
+		char *first = below ? hi : lo, *second = below ? lo : hi;
+		Mr m1(ibv_reg_mr(pd.get(), first, kLen, kAllAccess));
+		ASSERT_TRUE(m1);
+		Mr m2(ibv_reg_mr(pd.get(), second, kLen, kAllAccess));
+		ASSERT_TRUE(m2);
+		// The page the two share, and a page of the second one's own.
+		char *shared_page = reinterpret_cast<char *>(uintptr_t(hi) & ~uintptr_t(kPage - 1));
+		char *own = below ? lo + 8000 : hi + 8000;
+		unsigned long ino = region_file_of(own);
+		ASSERT_NE(ino, 0u) << "the second region's own pages were not converted";
+		ASSERT_NE(region_file_of(shared_page), 0u);
+		WriterPeer w1, w2, w3;
+		ASSERT_TRUE(w1.run(pd.get(), uintptr_t(own), m2->rkey, kPage, ino));
+		// The second region's bytes in the shared page.
+		char *edge = below ? hi - 300 : hi;
+		ASSERT_TRUE(w2.run(pd.get(), uintptr_t(edge), m2->rkey, 300, 0));
+		// The first region's bytes in the shared page, through its own key.
+		char *edge1 = below ? hi : hi - 300;
+		ASSERT_TRUE(w3.run(pd.get(), uintptr_t(edge1), m1->rkey, 300, 0));
+		for (char *c = pg.p; c < pg.p + pg.len; c++) {
+			bool written = (c >= own && c < own + kPage) || (c >= edge && c < edge + 300) ||
+				       (c >= edge1 && c < edge1 + 300);
+			ASSERT_EQ(*c, written ? 'W' : 'n') << "byte " << (c - pg.p);
+		}
+		m1.reset();
+		m2.reset();
+		for (char *c = pg.p; c < pg.p + pg.len; c += kPage)
+			EXPECT_EQ(region_file_of(c), 0u) << "page " << (c - pg.p) / kPage << " stayed shared";
+	}
+}
+
 // A UD receive buffer's shape: page-aligned start, end inside a page
 // (ibv_ud_pingpong registers size + 40 bytes).
 TEST_F(SmallRegion, EndInAPartialPageIsReachedThroughAMapping)
