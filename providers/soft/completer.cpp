@@ -56,7 +56,7 @@ void cq_arm_pending(Segment *seg, SoftCq *cq, uint32_t a)
 		return;
 	bool due = false;
 	if (cq->td_mode) {
-		// The lane's pusher is the arming thread itself (lane_push).
+		// Cells below the tail are written before it moves (lane_push).
 		const CqLane *l = &cq->lane;
 		uint32_t h = l->head.load(std::memory_order_acquire);
 		uint32_t t = l->tail.load(std::memory_order_acquire);
