@@ -38,6 +38,13 @@ static void cq_event(Segment *seg, CqEntry &c, uint32_t a)
 		softlog(3, "soft%d: completion event not delivered: %s", seg->index, strerror(rc));
 }
 
+// Whether a completion (solicited flag, status) raises the event of a CQ
+// armed with value a (1: any completion, 2: solicited or failed only).
+static inline bool arm_asks(uint32_t a, bool solicited, enum ibv_wc_status st)
+{
+	return a == 1 || solicited || st != IBV_WC_SUCCESS;
+}
+
 // An HCA armed while its CQ holds entries past the consumer index it is
 // given (the arm doorbells of rdma-core's mlx4 and mlx5 providers carry
 // it) raises the completion event at once. Applications count on that when
@@ -61,7 +68,7 @@ void cq_arm_pending(Segment *seg, SoftCq *cq, uint32_t a)
 		uint32_t h = l->head.load(std::memory_order_acquire);
 		uint32_t t = l->tail.load(std::memory_order_acquire);
 		for (; h != t && !due; h++)
-			due = a == 1 || l->cells[h & l->mask].status != IBV_WC_SUCCESS;
+			due = arm_asks(a, false, l->cells[h & l->mask].status);
 	}
 	RingHeader *r = cq->ring;
 	uint64_t d = r->deq.load(std::memory_order_acquire);
@@ -83,7 +90,7 @@ void cq_arm_pending(Segment *seg, SoftCq *cq, uint32_t a)
 			for (uint64_t pos = d; pos != e && !due; pos++) {
 				auto *cell = static_cast<const CqeCell *>(ring_published(r, pos));
 				due = cell && !cell->purged &&
-				      (cell->solicited || cell->wc.status != IBV_WC_SUCCESS);
+				      arm_asks(a, cell->solicited, cell->wc.status);
 			}
 			if (!cq->td_mode)
 				guard_unlock(&cq->poll_busy);
@@ -139,7 +146,7 @@ static inline int cq_push_fill(Segment *seg, uint32_t cq_slot, bool solicited,
 	// would sit in the CQ with no event sent.
 	std::atomic_thread_fence(std::memory_order_seq_cst);
 	uint32_t a = c.armed.load(std::memory_order_acquire);
-	if (a && (a == 1 || solicited || st != IBV_WC_SUCCESS))
+	if (a && arm_asks(a, solicited, st))
 		cq_event(seg, c, a);
 	return 0;
 }
@@ -209,7 +216,7 @@ void lane_push(SoftQp *qp, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_op
 	// are serialised by the application).
 	CqEntry &c = *cq->entry;
 	uint32_t a = c.armed.load(std::memory_order_acquire);
-	if (__builtin_expect(a != 0, 0) && (a == 1 || st != IBV_WC_SUCCESS))
+	if (__builtin_expect(a != 0, 0) && arm_asks(a, false, st))
 		cq_event(qp->ctx->seg, c, a);
 }
 

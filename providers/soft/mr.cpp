@@ -741,7 +741,11 @@ static int share_region(void *addr, size_t len, MrBacking *b)
 	if (freeslot < 0 && g_shared_top < int(sizeof(g_shared) / sizeof(g_shared[0])))
 		freeslot = g_shared_top;
 	int slot = -1;
-	if (freeslot >= 0 && ce - cs <= share_max() && anon_private_rw(cs, ce)) {
+	const char *why = freeslot < 0		 ? "no free slot for another converted range"
+			  : ce - cs > share_max()	 ? "larger than OPENVERBS_SOFT_SHARE_MAX"
+			  : !anon_private_rw(cs, ce) ? "not private anonymous read-write memory"
+						     : nullptr;
+	if (!why) {
 		size_t n = ce - cs;
 		uint64_t off = 0;
 		int pool = -1;
@@ -780,14 +784,12 @@ static int share_region(void *addr, size_t len, MrBacking *b)
 		} else if (fd >= 0) {
 			close(fd);
 		}
+		if (!ok)
+			why = "its pages could not be converted";
 	}
 	pthread_mutex_unlock(&g_share_lock);
 	if (slot < 0)
-		softlog(3, "region at %#lx (%zu bytes) stays private: %s", (unsigned long)a, len,
-			freeslot < 0		  ? "no free slot for another converted range"
-			: ce - cs > share_max()	  ? "larger than OPENVERBS_SOFT_SHARE_MAX"
-			: !anon_private_rw(cs, ce) ? "not private anonymous read-write memory"
-						   : "its pages could not be converted");
+		softlog(3, "region at %#lx (%zu bytes) stays private: %s", (unsigned long)a, len, why);
 	else if (overlap >= 0)
 		softlog(4, "region at %#lx (%zu bytes): bytes %#lx-%#lx shared, the rest in "
 			   "converted pages of another range", (unsigned long)a, len,
@@ -961,11 +963,9 @@ static void fill_backing(MrEntry &e, const MrBacking &b, uint64_t iova, uint64_t
 	kst(e.memfd_off, b.file_off);
 }
 
-void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, uint64_t file_off)
+void clear_backing(MrEntry &e)
 {
-	fill_backing(e, MrBacking{share >= 0 ? g_shared[share].fd : -1,
-				  share >= 0 ? g_shared[share].ino : 0u, file_off},
-		     iova, length);
+	fill_backing(e, MrBacking{-1, 0, 0}, 0, 0);
 }
 
 // Gives mr a key of the device for [addr, addr+length) of this process,

@@ -26,7 +26,7 @@ struct ibv_mw *soft_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 	MrEntry &e = seg->hdr->mrs[slot];
 	uint32_t key = make_key(seg, slot);
 	uint64_t ws = key_write_new(e, seg, key, to_spd(ibpd)->id, 0, 0, 0, 0, uint32_t(type));
-	fill_share(e, -1, 0, 0, 0);
+	clear_backing(e);
 	e.kind.store(KEY_MW, std::memory_order_relaxed);
 	key_write_unlock(e, ws);
 	shm_unlock(&seg->hdr->lock);

@@ -66,7 +66,8 @@ uint32_t make_key(Segment *seg, uint32_t slot);
 uint64_t key_write_new(MrEntry &e, Segment *seg, uint32_t key, uint32_t pd_id,
 		       uint32_t access, uint64_t addr, uint64_t iova, uint64_t length,
 		       uint32_t mw_type);
-void fill_share(MrEntry &e, int share, uint64_t iova, uint64_t length, uint64_t file_off);
+// Inside a write section of e: no shareable backing (peers use process_vm_*).
+void clear_backing(MrEntry &e);
 void share_caches_close();
 struct ibv_mr *soft_reg_mr(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t hca_va,
 			   int access);
