@@ -89,6 +89,20 @@ one() {
 for ((r = 1; r <= rounds; r++)); do
   for cfg in soft0 rxe0-debian rxe0-ours; do one "$cfg" "$r"; done
 done
+# The same client steps timed per step instead of per id
+# (bench/rdmacm/cm_steps.c): "steps CONFIG ROUND STEP US_PER_ID" lines.
+if [ -x "$OV_BUILD_DIR/bin/cm_steps" ]; then
+  for cfg in soft0 rxe0-debian; do
+    cfg_env "$cfg"
+    [ "$cfg" = soft0 ] && addr=127.0.0.1 || addr=$RXE_IP
+    log=$OV_LOGDIR/cm_steps-$cfg.log; t0=$(ov_now)
+    "${pre[@]}" timeout -k 5 "$OV_TEST_TIMEOUT" "$OV_BUILD_DIR/bin/cm_steps" "$addr" "$conns" "$rounds" >"$log" 2>&1
+    rc=$?
+    awk -v c="$cfg" '$1 == "cm_steps" { print "steps", c, $2, $3, $4 }' "$log" >>"$numbers"
+    if [ "$rc" = 0 ]; then ov_result PASS "cm_steps-$cfg" "$t0"
+    else ov_result FAIL "cm_steps-$cfg" "$t0" "(exit $rc: $(ov_tail "$log"))"; fi
+  done
+fi
 # cmtime's own bookkeeping per connection (bench/rdmacm/clock_floor.c):
 # "floor 0 clock US" in numbers.txt.
 if [ -x "$OV_BUILD_DIR/bin/clock_floor" ]; then

@@ -12,8 +12,9 @@
 #   bench/rdmacm/cmtime-vm.sh --report BUILD_DIR/vm-results/<run>  (table only)
 #
 # Builds nothing: needs BUILD_DIR/lib (cmake --build BUILD_DIR --target
-# rdmacm ibverbs soft_provider clock_floor; without bin/clock_floor the
-# line on cmtime's own clock reads is left out). The build tree must be visible to the guest
+# rdmacm ibverbs soft_provider clock_floor cm_steps; without bin/clock_floor
+# the line on cmtime's own clock reads is left out, without bin/cm_steps the
+# table of the client's steps timed per step). The build tree must be visible to the guest
 # (not under /tmp or /run). Environment: BENCH_ROUNDS (3),
 # BENCH_CONNECTIONS (100), VM_BENCH_TIMEOUT (whole guest, s, 1800),
 # VM_BENCH_TEST_TIMEOUT (per program, s, 300).
@@ -51,7 +52,7 @@ med() {
 }
 all() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { printf "%s%s", sep, $4; sep = " " }' "$num"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.1f", a / b }'; }
-rounds=$(awk '$1 != "floor" { print $2 }' "$num" | sort -u | wc -l)
+rounds=$(awk '$1 != "floor" && $1 != "steps" { print $2 }' "$num" | sort -u | wc -l)
 echo "cmtime, us per connection (median of $rounds rounds, $(grep -h -m1 -o 'cmtime -s [^ ]* -p [0-9]* -c [0-9]*' "$res/logs/$name/cmtime-soft0-1.log" 2>/dev/null | awk '{print $NF}') connections); results $res"
 printf '%-14s %10s %12s %10s %12s %10s  %s\n' step soft0 rxe0-debian "rxe/soft" rxe0-ours "rxe/soft" "target rxe0-debian/soft0 >= 10"
 met=1
@@ -65,6 +66,25 @@ done
 fl=$(awk '$1 == "floor" { print $4 }' "$num")
 cs=$(awk '$1 == "clocksource" { print $2 }' "$res/logs/$name/clock_floor.log" 2>/dev/null)
 [ -n "$fl" ] && echo "cmtime's own two gettimeofday() per connection: $fl us (clocksource ${cs:-?}); every soft0 step includes them, and a step whose 10x budget (rxe0-debian/10) they fill cannot meet the target"
+# steps CONFIG ROUND STEP US (bench/rdmacm/cm_steps.c): the first round,
+# and the median of the later ones.
+steps_first() { awk -v c="$1" -v s="$2" '$1 == "steps" && $2 == c && $3 == 1 && $4 == s { print $5 }' "$num"; }
+steps_later() {
+  awk -v c="$1" -v s="$2" '$1 == "steps" && $2 == c && $3 > 1 && $4 == s { print $5 }' "$num" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+if grep -q '^steps ' "$num"; then
+  echo "the client's steps timed per step, not per id (bench/rdmacm/cm_steps.c: no clock read per id; information), us per id:"
+  printf '%-14s %12s %12s %9s %12s %12s %9s
+' step soft0-first rxe0-first rxe/soft soft0-later rxe0-later rxe/soft
+  for s in create_id resolve_addr resolve_route destroy; do
+    a=$(steps_first soft0 $s); b=$(steps_first rxe0-debian $s)
+    c=$(steps_later soft0 $s); d=$(steps_later rxe0-debian $s)
+    printf '%-14s %12s %12s %9s %12s %12s %9s
+' "$s" "${a:-?}" "${b:-?}" "$(ratio "$b" "$a")" \
+      "${c:-?}" "${d:-?}" "$(ratio "$d" "$c")"
+  done
+fi
 echo "every round (us/conn):"
 for s in create_id resolve_addr resolve_route create_qp connect disconnect destroy; do
   printf '  %-14s soft0 [%s]  rxe0-debian [%s]  rxe0-ours [%s]\n' "$s" "$(all soft0 $s)" "$(all rxe0-debian $s)" "$(all rxe0-ours $s)"
