@@ -620,38 +620,36 @@ TEST_F(Loop, PayloadCopiesOfEveryShapeLandExactly)
 		}
 		return ::testing::AssertionSuccess();
 	};
+	// An RDMA WRITE (a's bytes at a_off into b's at b_off) or READ (b's
+	// bytes at b_off into a's at a_off) of len bytes, checked.
+	auto one_sided = [&](ibv_wr_opcode op, uint32_t len, uint32_t a_off,
+			     uint32_t b_off) -> ::testing::AssertionResult {
+		fill(bufa, seed++);
+		fill(bufb, seed++);
+		bool write = op == IBV_WR_RDMA_WRITE;
+		std::vector<char> &to = write ? bufb : bufa;
+		const std::vector<char> &from = write ? bufa : bufb;
+		uint32_t to_off = write ? b_off : a_off, from_off = write ? a_off : b_off;
+		std::vector<char> before = to, src(from.begin() + from_off, from.begin() + from_off + len);
+		if (post(a, op, bufa.data() + a_off, len, mra->lkey, uintptr_t(bufb.data() + b_off),
+			 mrb->rkey))
+			return ::testing::AssertionFailure() << "post_send";
+		if (!poll_one(cqa, &wc) || wc.status != IBV_WC_SUCCESS)
+			return ::testing::AssertionFailure() << "no successful completion";
+		return check(to, to_off, before, src.data(), len);
+	};
 	for (uint32_t len : lens) {
 		for (uint32_t so : src_offs) {
 			for (uint32_t doff : dst_offs) {
 				SCOPED_TRACE(::testing::Message() << "len " << len << " src+" << so << " dst+"
 								  << doff);
-				// WRITE: a's bytes into b.
+				ASSERT_TRUE(one_sided(IBV_WR_RDMA_WRITE, len, so, doff));
+				ASSERT_TRUE(one_sided(IBV_WR_RDMA_READ, len, doff, so));
+				// SEND: a's bytes into b's receive buffer.
 				fill(bufa, seed++);
 				fill(bufb, seed++);
 				std::vector<char> old_b = bufb, src(bufa.begin() + so,
 								    bufa.begin() + so + len);
-				ASSERT_EQ(post(a, IBV_WR_RDMA_WRITE, bufa.data() + so, len, mra->lkey,
-					       uintptr_t(bufb.data() + doff), mrb->rkey),
-					  0);
-				ASSERT_TRUE(poll_one(cqa, &wc));
-				ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-				ASSERT_TRUE(check(bufb, doff, old_b, src.data(), len));
-				// READ: b's bytes into a.
-				fill(bufa, seed++);
-				fill(bufb, seed++);
-				std::vector<char> old_a = bufa;
-				src.assign(bufb.begin() + so, bufb.begin() + so + len);
-				ASSERT_EQ(post(a, IBV_WR_RDMA_READ, bufa.data() + doff, len, mra->lkey,
-					       uintptr_t(bufb.data() + so), mrb->rkey),
-					  0);
-				ASSERT_TRUE(poll_one(cqa, &wc));
-				ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-				ASSERT_TRUE(check(bufa, doff, old_a, src.data(), len));
-				// SEND: a's bytes into b's receive buffer.
-				fill(bufa, seed++);
-				fill(bufb, seed++);
-				old_b = bufb;
-				src.assign(bufa.begin() + so, bufa.begin() + so + len);
 				ASSERT_EQ(post_recv(b, mrb, bufb.data() + doff, len), 0);
 				ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data() + so, len, mra->lkey), 0);
 				ASSERT_TRUE(poll_one(cqb, &wc));
