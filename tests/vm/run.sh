@@ -224,6 +224,10 @@ for g in "${selected[@]}"; do groups_arg="$groups_arg $g=${group_path[$g]}"; don
   q OV_GROUPS "${groups_arg# }"
   q OV_TEST_TIMEOUT "$test_timeout"; q OV_GROUP_TIMEOUT "$((timeout_s - 20))"
   q OV_DEBUG_HANG "${hang:-0}"
+  # The benchmarks' settings (BENCH_ROUNDS, BENCH_CONNECTIONS,
+  # OV_ROCE_BENCH_*: bench/README.md), which their guest groups read; the
+  # guest sees no other variable of the host's environment.
+  while IFS= read -r v; do printf 'export %s=%q\n' "$v" "${!v}"; done < <(compgen -e | grep -E '^(BENCH_|OV_ROCE_BENCH_)')
 } >"$res/guest.env"
 
 # ------------------------------------------------------------------ boot
