@@ -11,8 +11,8 @@
 #                                         with the soft provider, outside /tmp)
 #   bench/roce/run-vm.sh --report BUILD_DIR/vm-results/<run>   (table only)
 # Environment: OV_ROCE_BENCH_ROUNDS (3), OV_ROCE_BENCH_BW_ITERS (5000,
-# perftest's own default: steady state; runs of 300 spread ours over 57-72
-# MB/s and rxe's over 26-29, runs of 1500 gave 72-74 and 28-29),
+# perftest's own default: steady state; runs of 300 spread ours over 40-72
+# MB/s and rxe's over 26-32, runs of 1500 gave 72-74 and 28-29),
 # OV_ROCE_BENCH_LAT_ITERS (300), VM_BENCH_TIMEOUT (whole guest, s, 1800),
 # VM_BENCH_BOOT_TIMEOUT (until the guest's stage 2, s, 600: boots are slow on a
 # loaded host).
