@@ -46,10 +46,11 @@ if [ -z "$res" ] || [ ! -s "$num" ]; then
   echo "bench-cmtime: the guest produced no numbers (${res:-no results folder})" >&2; exit 2
 fi
 # med CONFIG STEP: the median over the rounds; all CONFIG STEP: every round.
-med() {
-  awk -v c="$1" -v s="$2" '$1 == c && $3 == s { print $4 }' "$num" | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+# median: the median of the numbers on standard input, one a line.
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+med() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { print $4 }' "$num" | median; }
 all() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { printf "%s%s", sep, $4; sep = " " }' "$num"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.1f", a / b }'; }
 rounds=$(awk '$1 != "floor" && $1 != "steps" { print $2 }' "$num" | sort -u | wc -l)
@@ -69,10 +70,7 @@ cs=$(awk '$1 == "clocksource" { print $2 }' "$res/logs/$name/clock_floor.log" 2>
 # steps CONFIG ROUND STEP US (bench/rdmacm/cm_steps.c): the first round,
 # and the median of the later ones.
 steps_first() { awk -v c="$1" -v s="$2" '$1 == "steps" && $2 == c && $3 == 1 && $4 == s { print $5 }' "$num"; }
-steps_later() {
-  awk -v c="$1" -v s="$2" '$1 == "steps" && $2 == c && $3 > 1 && $4 == s { print $5 }' "$num" | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+steps_later() { awk -v c="$1" -v s="$2" '$1 == "steps" && $2 == c && $3 > 1 && $4 == s { print $5 }' "$num" | median; }
 if grep -q '^steps ' "$num"; then
   echo "the client's steps timed per step, not per id (bench/rdmacm/cm_steps.c: no clock read per id; information), us per id:"
   printf '%-14s %12s %12s %9s %12s %12s %9s
