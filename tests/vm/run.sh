@@ -33,12 +33,13 @@ usage: $0 [options]
   --test-timeout S   per-program limit inside the guest (90)
   --group FILE       also run FILE (an executable group script) as a group
   --list             list the groups and exit
+  --cmdline ARGS     more kernel parameters for the guest (e.g. 'clocksource=hpet'; later ones win)
   --debug-hang WHERE make the guest hang on purpose, to test the timeouts: 'boot'
                      (in stage 1: --boot-timeout) or 'tests' (after rxe0: --timeout)
 EOF
 }
 
-mode=ld_library_path lib="" root_dir="" only=() skip=() extra=() kernel="" build="" list=0 hang=""
+mode=ld_library_path lib="" root_dir="" only=() skip=() extra=() kernel="" build="" list=0 hang="" cmdline_extra=""
 timeout_s=${OPENVERBS_VM_TIMEOUT:-600} boot_timeout=120 test_timeout=90
 while [ $# -gt 0 ]; do
   case $1 in
@@ -57,6 +58,7 @@ while [ $# -gt 0 ]; do
     --boot-timeout) boot_timeout=${2:?}; shift 2 ;;
     --test-timeout) test_timeout=${2:?}; shift 2 ;;
     --group) extra+=("$(readlink -f "${2:?--group needs a file}")"); shift 2 ;;
+    --cmdline) cmdline_extra=${2?--cmdline needs parameters}; shift 2 ;;
     --list) list=1; shift ;;
     --debug-hang) hang=${2:?--debug-hang needs boot or tests}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -254,6 +256,12 @@ kernel_image=$kdir/vmlinuz
 [ -f "$kdir/vmlinux" ] && kernel_image=$kdir/vmlinux   # direct (PVH) boot, see prepare-kernel.sh
 t_qemu=$(now)
 # Backstop: even if this script is killed outright, qemu dies shortly after the limit.
+# clocksource=tsc tsc=reliable: without them the kernel's TSC synchronisation check fails
+# under TCG ("Marking TSC unstable due to TSCs unsynchronized") and the guest reads the
+# emulated HPET, a device access under qemu's global lock for every clock read
+# (gettimeofday() 0.65 us against 0.07 with the TSC, bench/rdmacm/clock_floor.c): programs
+# that read the clock (benchmarks, timers) measured the emulator. qemu's TCG TSC follows the
+# host's (invariant) TSC, the same on both vCPUs. --cmdline clocksource=hpet restores it.
 # no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer probe can miss
 # its ticks and panic ("IO-APIC + timer doesn't work!", seen with 6.12 at load 12).
 timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
@@ -261,7 +269,7 @@ timeout -k 5 $((timeout_s + 30)) qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -pidfile "$res/qemu.pid" \
   -kernel "$kernel_image" -initrd "$kdir/initrd.img" \
-  -append "console=ttyS0 panic=-1 no_timer_check quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}$root_append" \
+  -append "console=ttyS0 panic=-1 no_timer_check clocksource=tsc tsc=reliable quiet loglevel=4 cryptomgr.notests ov_stage2=$here/guest-init.sh ov_results=$res ov_kroot=$kdir/root ov_kver=$kver${hang:+ ov_hang=$hang}$root_append${cmdline_extra:+ $cmdline_extra}" \
   -chardev file,id=con,path="$res/console.log" -serial chardev:con \
   -fsdev local,id=hostroot,path="$root_share",security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
