@@ -1,5 +1,6 @@
 // openverbs software RDMA device: completion queues (create, poll, notify,
 // resize, the extended CQ's poll functions).
+#include "engine.h"
 #include "objects.h"
 
 namespace ovsoft {
@@ -438,3 +439,48 @@ static void cq_ex_setup(SoftCq *cq)
 }
 
 } // namespace ovsoft
+
+// ---------------------------------------------------------------- for the CM
+// The project's librdmacm finds this function with dlsym (src/rdmacm/usercm,
+// "Disconnects that wait for the receive queue"); it is no public API.
+// It answers, for QP `qpn` of this process on ibctx's device, whether its
+// receive CQ holds completions the application has not polled yet:
+// - *mark == 0: 1 when it does, *mark then set to the CQ's enqueue position
+//   plus one (the completions to wait for are those below it); 0 when the CQ
+//   is empty;
+// - *mark != 0: 1 while the application has not polled up to that mark; 0
+//   once it has;
+// - -1: no such QP of this process, or no receive CQ (nothing to wait for).
+extern "C" __attribute__((visibility("default"))) int
+openverbs_soft_recv_backlog(struct ibv_context *ibctx, uint32_t qpn, uint64_t *mark)
+{
+	using namespace ovsoft;
+	if (!ibctx || !mark)
+		return -1;
+	Segment *seg = to_sctx(ibctx)->seg;
+	uint32_t slot = qpn - kQpnBase;
+	if (!seg || slot >= kMaxQps)
+		return -1;
+	const QpEntry &q = seg->hdr->qps[slot];
+	if (q.slot.load(std::memory_order_acquire) != SLOT_LIVE || q.owner_pid != my_pid())
+		return -1;
+	uint32_t cs = q.recv_cq - 1;
+	if (cs >= kMaxCqs)
+		return -1;
+	const CqEntry &c = seg->hdr->cqs[cs];
+	if (c.slot.load(std::memory_order_acquire) != SLOT_LIVE || c.owner_pid != my_pid())
+		return -1;
+	MapUse use;
+	RingHeader *r = seg->ring(c.ring);
+	if (!r)
+		return -1;
+	uint64_t deq = r->deq.load(std::memory_order_acquire);
+	if (!*mark) {
+		uint64_t enq = r->enq.load(std::memory_order_acquire);
+		if (deq >= enq)
+			return 0;
+		*mark = enq + 1;
+		return 1;
+	}
+	return deq + 1 < *mark ? 1 : 0;
+}

@@ -14,12 +14,15 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <link.h>
 #include <mutex>
 #include <net/if.h>
 #include <new>
@@ -91,6 +94,7 @@ enum class St {
 	rep_rcvd,     // CONNECT_RESPONSE reported, waiting for the RTU command
 	connected,
 	dreq_sent,
+	disc_held,    // DREQ came; DISCONNECTED waits for the receive CQ (hold_disconnect)
 	disconnected,
 	done,         // rejected, refused, timed out, or a finished UD exchange
 };
@@ -145,6 +149,9 @@ struct SoftId {
 	uint8_t resp_res = 0, init_depth = 0, retry = 7, rnr = 7;
 	uint8_t ack_timeout = 14;
 	uint32_t qkey = 0;
+	uint32_t qpn = 0;      // our QP (connect, accept), 0: none named
+	uint64_t backlog_mark = 0; // disc_held: the receive CQ's position to wait for
+	uint64_t hold_until = 0;   // disc_held: DISCONNECTED at the latest then
 	uint32_t reported = 0; // events handed out
 	std::vector<Mcast> mcs;
 	// Connections of an sroce device speak the InfiniBand CM: MADs on the
@@ -1135,6 +1142,9 @@ void arm_timer(Source *src)
 	timerfd_settime(src->tfd, TFD_TIMER_ABSTIME, &its, nullptr);
 }
 
+bool hold_disconnect(SoftId *s);
+bool still_held(SoftId *s, uint64_t now);
+
 void set_deadline(SoftId *s, bool on)
 {
 	uint64_t was = s->deadline;
@@ -1209,6 +1219,12 @@ void peer_gone(SoftId *s)
 		s->st = St::done;
 		break;
 	case St::connected:
+		detach(s);
+		if (hold_disconnect(s))
+			return;
+		post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+		s->st = St::disconnected;
+		return;
 	case St::dreq_sent:
 		post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 		s->st = St::disconnected;
@@ -1300,9 +1316,11 @@ void on_message(SoftId *s, const Message &m)
 			// No DREP: the sender of a DREQ closes its end right after it
 			// (rdma_disconnect, rdma_destroy_id), so a reply would only
 			// find a closed socket.
+			detach(s);
+			if (hold_disconnect(s))
+				return;
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
-			detach(s);
 			return;
 		}
 		break;
@@ -1399,6 +1417,125 @@ void on_listen_readable(SoftId *l)
 		k->listener = l;
 }
 
+// ------------------------------------------------------------------ disconnects that wait
+// A DREQ reaches the passive side through the CM's socket faster than any
+// network: often before its application polled the peer's last messages,
+// already in its receive CQ. A program that closes a connection as soon as
+// DISCONNECTED comes and reaps its CQ afterwards then meets completions of a
+// QP it destroyed (libfabric 1.17's rxm crashed at teardown in 16 of 40
+// fi_pingpong runs on a loaded host). So, as on a network where the DREQ comes after the data, the
+// passive side's DISCONNECTED waits until the application has polled the
+// receive completions that were in the CQ when the DREQ came, checked every
+// kHoldCheckNs, for at most OPENVERBS_CM_DISCONNECT_WAIT_MS (20 ms unless
+// set; 0: no wait; ignored in setuid programs): a program that polls only
+// after the event gets it that much later. The same holds when the peer's
+// link ends while connected (the peer process exited or died). The soft
+// provider answers the question (openverbs_soft_recv_backlog,
+// providers/soft/cq.cpp), found with dlsym in the loaded provider; without
+// it nothing waits. sroce devices' connections, whose DREQ crosses the
+// network behind the data, do not wait.
+constexpr uint64_t kHoldCheckNs = 1000000;
+
+uint64_t hold_max_ns()
+{
+	static const uint64_t ns = [] {
+		unsigned long ms = 20;
+		const char *v = ov::secure_env("OPENVERBS_CM_DISCONNECT_WAIT_MS");
+		if (v && *v && !ov::parse_uint(v, 600000, &ms))
+			cm::log::warn("OPENVERBS_CM_DISCONNECT_WAIT_MS=%s is not a number of "
+				      "milliseconds up to 600000: 20 taken",
+				      v);
+		return uint64_t(ms) * 1000000ull;
+	}();
+	return ns;
+}
+
+using BacklogFn = int (*)(ibv_context *, uint32_t, uint64_t *);
+
+// dl_iterate_phdr's callback: the path of the loaded soft provider
+// (libsoft-rdmav<PABI>.so) into the PATH_MAX buffer `out`.
+int find_soft_provider(dl_phdr_info *info, size_t, void *out) noexcept
+{
+	const char *name = info->dlpi_name;
+	const char *base = name ? strrchr(name, '/') : nullptr;
+	if (!base || strncmp(base + 1, "libsoft-rdmav", 13) || strlen(name) >= PATH_MAX)
+		return 0;
+	strcpy(static_cast<char *>(out), name);
+	return 1;
+}
+
+// The provider's function, looked up once the provider is loaded (null
+// until then, or when it lacks it).
+BacklogFn backlog_fn()
+{
+	static std::atomic<BacklogFn> fn{nullptr};
+	static std::atomic<bool> missing{false};
+	if (BacklogFn f = fn.load(std::memory_order_acquire))
+		return f;
+	if (missing.load(std::memory_order_relaxed))
+		return nullptr;
+	char path[PATH_MAX] = "";
+	if (!dl_iterate_phdr(find_soft_provider, path))
+		return nullptr; // not loaded yet: look again next time
+	// The provider stays loaded while its devices are open; this reference
+	// keeps the function valid for the life of the process.
+	void *h = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
+	void *sym = h ? dlsym(h, "openverbs_soft_recv_backlog") : nullptr;
+	if (!sym) {
+		cm::log::debug("%s has no openverbs_soft_recv_backlog: disconnects do not wait",
+			       path);
+		missing.store(true, std::memory_order_relaxed);
+		return nullptr;
+	}
+	BacklogFn f = reinterpret_cast<BacklogFn>(sym);
+	fn.store(f, std::memory_order_release);
+	return f;
+}
+
+// s's QP on its device: the provider's answer (see above), -1 when there is
+// no one to ask.
+int recv_backlog(SoftId *s, uint64_t *mark)
+{
+	if (!s->qpn || s->device < 0 || s->ud || s->mad || !hold_max_ns())
+		return -1;
+	BacklogFn fn = backlog_fn();
+	if (!fn)
+		return -1;
+	ibv_context *ctx = ov::cm::device_context(soft_devices().guid[s->device]);
+	return ctx ? fn(ctx, s->qpn, mark) : -1;
+}
+
+// A DREQ came for connected s (its link already detached): true when its
+// DISCONNECTED must wait (s is then in disc_held, its timer set).
+bool hold_disconnect(SoftId *s)
+{
+	uint64_t mark = 0;
+	if (recv_backlog(s, &mark) != 1)
+		return false;
+	uint64_t now = now_ns();
+	s->backlog_mark = mark;
+	s->hold_until = now + hold_max_ns();
+	s->st = St::disc_held;
+	s->deadline = now + std::min(kHoldCheckNs, hold_max_ns());
+	arm_timer(s->src);
+	cm::log::debug("DREQ for QP %u: DISCONNECTED waits until its receive CQ is polled",
+		       s->qpn);
+	return true;
+}
+
+// disc_held s at its check: true (its next check set) while the application
+// has not polled what was in its receive CQ and the wait is not over.
+bool still_held(SoftId *s, uint64_t now)
+{
+	if (now >= s->hold_until || recv_backlog(s, &s->backlog_mark) != 1) {
+		cm::log::debug("QP %u: DISCONNECTED after %s", s->qpn,
+			       now >= s->hold_until ? "the longest wait" : "the receive CQ was polled");
+		return false;
+	}
+	s->deadline = std::min(now + kHoldCheckNs, s->hold_until);
+	return true;
+}
+
 // Runs what is due for the ids of `src`: a MAD sent again, or the end of a
 // wait. mad_only: only ids that speak the IB CM on QP1 (the progress thread,
 // below, runs those whether or not the application reads its events).
@@ -1432,6 +1569,12 @@ void run_due(Source *src, bool mad_only)
 			notify_peer(s, St::rep_sent);
 			break;
 		case St::dreq_sent:
+			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+			s->st = St::disconnected;
+			break;
+		case St::disc_held:
+			if (still_held(s, now))
+				continue;
 			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
 			s->st = St::disconnected;
 			break;
@@ -1908,6 +2051,7 @@ public:
 				return EINVAL;
 			m.qp_type = s->qp_type;
 			m.qpn = p.qp_num;
+			s->qpn = p.qp_num;
 			s->psn = rng()() & 0xffffff;
 			m.psn = s->psn;
 			s->resp_res = p.responder_resources;
@@ -2167,6 +2311,7 @@ public:
 		m.private_len = p.private_data_len;
 		memcpy(m.private_data, p.private_data, p.private_data_len);
 		m.qpn = p.qp_num;
+		s->qpn = p.qp_num;
 		m.port = local;
 		if (s->ud) {
 			m.qkey = s->qkey;
@@ -2281,6 +2426,7 @@ public:
 			return 0;
 		}
 		case St::dreq_sent:
+		case St::disc_held:
 		case St::disconnected:
 			return 0;
 		default:
