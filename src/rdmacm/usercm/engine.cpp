@@ -1145,6 +1145,17 @@ void arm_timer(Source *src)
 bool hold_disconnect(SoftId *s);
 bool still_held(SoftId *s, uint64_t now);
 
+// The peer ended connected s (DREQ, or its link ended): the link forgotten,
+// DISCONNECTED now or once the receive CQ is polled (hold_disconnect).
+void peer_disconnected(SoftId *s)
+{
+	detach(s);
+	if (hold_disconnect(s))
+		return;
+	post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
+	s->st = St::disconnected;
+}
+
 void set_deadline(SoftId *s, bool on)
 {
 	uint64_t was = s->deadline;
@@ -1219,11 +1230,7 @@ void peer_gone(SoftId *s)
 		s->st = St::done;
 		break;
 	case St::connected:
-		detach(s);
-		if (hold_disconnect(s))
-			return;
-		post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
-		s->st = St::disconnected;
+		peer_disconnected(s);
 		return;
 	case St::dreq_sent:
 		post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
@@ -1316,11 +1323,7 @@ void on_message(SoftId *s, const Message &m)
 			// No DREP: the sender of a DREQ closes its end right after it
 			// (rdma_disconnect, rdma_destroy_id), so a reply would only
 			// find a closed socket.
-			detach(s);
-			if (hold_disconnect(s))
-				return;
-			post(s, RDMA_CM_EVENT_DISCONNECTED, 0);
-			s->st = St::disconnected;
+			peer_disconnected(s);
 			return;
 		}
 		break;

@@ -5,6 +5,7 @@
 // released by the poll cannot be mistaken for one released by the limit.
 // One process, two event channels on soft0; runs in a private /dev/shm
 // (private_shm.sh).
+#include "cm_test.h"
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
@@ -52,14 +53,7 @@ int next(rdma_event_channel *ch, int ms, rdma_cm_id **id = nullptr)
 	}
 }
 
-void make_qp(rdma_cm_id *id)
-{
-	ibv_qp_init_attr a{};
-	a.qp_type = IBV_QPT_RC;
-	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
-	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-	ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0);
-}
+using cmtest::make_qp;
 
 // A connected pair on soft0 (one process); open(send): the client sent one
 // SEND that sits, completed, in the server's receive CQ unless `send` is

@@ -6,6 +6,7 @@
 // dropped and counted; the links that carry the connections (a killed
 // process ends all of its connections, a listener gone or replaced, a
 // destroyed requester, a fork child). Runs in a private /dev/shm (private_shm.sh).
+#include "cm_test.h"
 #include <rdma/rdma_cma.h>
 
 #include <arpa/inet.h>
@@ -89,14 +90,7 @@ struct Listener {
 	}
 };
 
-void make_qp(rdma_cm_id *id)
-{
-	ibv_qp_init_attr a{};
-	a.qp_type = IBV_QPT_RC;
-	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
-	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-	ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0);
-}
+using cmtest::make_qp;
 
 // An active id with a QP, route resolved.
 rdma_cm_id *resolved(rdma_event_channel *ch, uint16_t port)
