@@ -443,7 +443,8 @@ static void cq_ex_setup(SoftCq *cq)
 // ---------------------------------------------------------------- for the CM
 // The project's librdmacm finds this function with dlsym (src/rdmacm/usercm,
 // "Disconnects that wait for the receive queue"); it is no public API.
-// It answers, for QP `qpn` of this process on ibctx's device, whether its
+// It answers, for QP `qpn` of this process on ibctx's device (ibctx: a
+// context of a soft or sroce device, which the CM has opened), whether its
 // receive CQ holds completions the application has not polled yet:
 // - *mark == 0: 1 when it does, *mark then set to the CQ's enqueue position
 //   plus one (the completions to wait for are those below it); 0 when the CQ

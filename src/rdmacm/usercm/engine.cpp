@@ -1508,8 +1508,9 @@ int recv_backlog(SoftId *s, uint64_t *mark)
 	return ctx ? fn(ctx, s->qpn, mark) : -1;
 }
 
-// A DREQ came for connected s (its link already detached): true when its
-// DISCONNECTED must wait (s is then in disc_held, its timer set).
+// The peer ended connected s (DREQ, or the end of its link; s's link already
+// detached): true when its DISCONNECTED must wait (s is then in disc_held,
+// its timer set).
 bool hold_disconnect(SoftId *s)
 {
 	uint64_t mark = 0;
@@ -1521,7 +1522,8 @@ bool hold_disconnect(SoftId *s)
 	s->st = St::disc_held;
 	s->deadline = now + std::min(kHoldCheckNs, hold_max_ns());
 	arm_timer(s->src);
-	cm::log::debug("DREQ for QP %u: DISCONNECTED waits until its receive CQ is polled",
+	cm::log::debug("the peer ended the connection of QP %u: DISCONNECTED waits until its "
+		       "receive CQ is polled",
 		       s->qpn);
 	return true;
 }
