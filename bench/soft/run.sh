@@ -15,7 +15,10 @@
 #     by more than 1.5x (the host changed latency mode during the round:
 #     it is bimodal) is printed but left out of the qperf ratios;
 #   - ibv_reg_mr + ibv_dereg_mr on soft0 of touched private memory
-#     (soft_reg_cost: median pair), 1 GiB and 4 KiB.
+#     (soft_reg_cost: median pair), 1 GiB and 4 KiB;
+#   - the cache-line floor under the latencies (soft_line_floor, before and
+#     after the latency rounds, information): ib_write_lat's pattern and the
+#     least an RC SEND needs, through bare cache lines between the two CPUs.
 # Targets (issue 4): write_lat <= 1.0 us, send/read_lat <= 1.5 us,
 # write_bw(64K) >= 10 GB/s, write_bw(1M) >= 0.5 x memcpy(1M),
 # bandwidth >= 0.8 x UCX, latency <= 2 x UCX. Issue 14: qperf rc_lat and
@@ -70,6 +73,7 @@ ucx_bw() { awk '/^Final:/ {printf "%.2f", $6/1000}' "$1"; } # BW average
 echo "openverbs soft device benchmarks ($(date -u +%FT%TZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
 mc64=$("$B/bin/soft_memcpy_bw" 65536 | cut -d' ' -f2)
 mc1m=$("$B/bin/soft_memcpy_bw" 1048576 | cut -d' ' -f2)
+floor1=$("$B/bin/soft_line_floor")
 # Latencies: ROUNDS rounds, ours and UCX back to back within each round so
 # both meet the same machine; the latency rows are medians over the rounds.
 # A single run can land in a mode of its own on a shared 2-core host: UCX
@@ -94,6 +98,7 @@ while [ $r -lt "$ROUNDS" ]; do
   sls="$sls $(lat "$tmp/sl")"; rls="$rls $(lat "$tmp/rl")"
   r=$((r + 1))
 done
+floor2=$("$B/bin/soft_line_floor")
 pair "$tmp/wb64" ib_write_bw -s 65536 -n 5000
 pair "$tmp/wb1m" ib_write_bw -s 1048576 -n 2000
 ucx_pair "$tmp/ub64" -t ucp_put_bw -s 65536 -n 20000
@@ -111,11 +116,11 @@ ub64=$(ucx_bw "$tmp/ub64"); ub1m=$(ucx_bw "$tmp/ub1m")
 ql=$(echo "$qls" | med); qwl=$(echo "$qwls" | med)
 echo "latency rounds (us): ib_write_lat$wls | UCX put_lat$uls | ib_send_lat$sls | ib_read_lat$rls"
 echo "qperf rounds (us, mean of the run): rc_lat$qls | rc_rdma_write_lat$qwls | ib_write_lat t_avg before$was | after$was2"
-for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m ql qwl reg1g reg4k was2; do
+for v in wl sl rl wb64 wb1m ul ub64 ub1m mc64 mc1m ql qwl reg1g reg4k was2 floor1 floor2; do
   eval "x=\${$v}"; [ -n "$x" ] || { echo "missing result: $v (logs in $tmp)"; cat "$tmp"/*; trap - EXIT; exit 1; }
 done
 python3 - "$wl" "$sl" "$rl" "$wb64" "$wb1m" "$ul" "$ub64" "$ub1m" "$mc64" "$mc1m" "$wls" "$uls" \
-  "$ql" "$qwl" "$reg1g" "$reg4k" "$qls" "$qwls" "$was" "$was2" <<'PY'
+  "$ql" "$qwl" "$reg1g" "$reg4k" "$qls" "$qwls" "$was" "$was2" "$floor1" "$floor2" <<'PY'
 import statistics, sys
 wl, sl, rl, wb64, wb1m, ul, ub64, ub1m, mc64, mc1m = map(float, sys.argv[1:11])
 ql, qwl, reg1g, reg4k = map(float, sys.argv[13:17])
@@ -171,4 +176,8 @@ print("%-50s %10s  %-30s %s" % ("measure", "value", "target", "met"))
 for name, v, t, ok in rows:
     print("%-50s %10.3f  %-30s %s" % (name, v, t, "yes" if ok else "NO"))
 print("memcpy single thread: 64 KiB %.2f GB/s, 1 MiB %.2f GB/s; UCX put_lat median %.3f us" % (mc64, mc1m, ul))
+(fw1, fs1), (fw2, fs2) = [map(float, a.split()) for a in sys.argv[21:23]]
+print("cache-line floor, no verbs (soft_line_floor, before / after the rounds), ns one way: "
+      "ib_write_lat's pattern %.0f / %.0f, an RC SEND's least %.0f / %.0f; "
+      "qperf rc_lat median / that SEND floor %.2f" % (fw1, fw2, fs1, fs2, ql * 1000 / ((fs1 + fs2) / 2)))
 PY
