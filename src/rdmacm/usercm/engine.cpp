@@ -1143,7 +1143,6 @@ void arm_timer(Source *src)
 }
 
 bool hold_disconnect(SoftId *s);
-bool still_held(SoftId *s, uint64_t now);
 
 // The peer ended connected s (DREQ, or its link ended): the link forgotten,
 // DISCONNECTED now or once the receive CQ is polled (hold_disconnect).
@@ -1520,7 +1519,7 @@ bool hold_disconnect(SoftId *s)
 	s->backlog_mark = mark;
 	s->hold_until = now + hold_max_ns();
 	s->st = St::disc_held;
-	s->deadline = now + std::min(kHoldCheckNs, hold_max_ns());
+	s->deadline = now + kHoldCheckNs; // the limit is at least 1 ms (still_held caps it)
 	arm_timer(s->src);
 	cm::log::debug("the peer ended the connection of QP %u: DISCONNECTED waits until its "
 		       "receive CQ is polled",
