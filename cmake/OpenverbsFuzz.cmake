@@ -8,7 +8,8 @@
 # gcc, so the sources are compiled again by a custom command) and registers
 # the ctest test fuzz.NAME (labels fuzz + LABELS): a bounded run of
 # $OPENVERBS_FUZZ_SECONDS (default 20) seconds over the committed seed corpus
-# CORPUS. New inputs go to a corpus folder in the build tree; a crash leaves
+# CORPUS (an input that runs longer than 10 s fails it as a hang). New inputs
+# go to a corpus folder in the build tree; a crash leaves
 # its input as fuzz/NAME/crash-* and fails the test (turn it into a file of
 # CORPUS once fixed, so it is replayed on every run). Include paths: the
 # project's include/ and src/, plus libnl-3's.
@@ -59,6 +60,6 @@ function(openverbs_fuzz_target name)
   add_test(NAME fuzz.${name}
     COMMAND sh -c "mkdir -p '${work}/corpus' && cd '${work}' && \
 ASAN_OPTIONS=detect_leaks=1 exec '${bin}' -max_total_time=\${OPENVERBS_FUZZ_SECONDS:-20} \
--seed=1 -print_final_stats=1 ${max_len} -artifact_prefix='${work}/' '${work}/corpus' '${F_CORPUS}'")
+-seed=1 -timeout=10 -print_final_stats=1 ${max_len} -artifact_prefix='${work}/' '${work}/corpus' '${F_CORPUS}'")
   set_tests_properties(fuzz.${name} PROPERTIES LABELS "fuzz;${F_LABELS}" TIMEOUT 900)
 endfunction()

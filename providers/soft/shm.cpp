@@ -215,7 +215,7 @@ static RingHeader *ring_checked(uint8_t *at, uint64_t room)
 		return nullptr;
 	auto *r = reinterpret_cast<RingHeader *>(at);
 	uint32_t cap = r->capacity, cell = r->cell_size;
-	if (r->magic != kRingMagic || !cap || (cap & (cap - 1)) || cell < 16 || cell % 8)
+	if (r->magic != kRingMagic || cap < 2 || (cap & (cap - 1)) || cell < 16 || cell % 8)
 		return nullptr;
 	if (uint64_t(cap) * cell > room - sizeof(RingHeader))
 		return nullptr;
@@ -250,7 +250,7 @@ RingHeader *Segment::ring(const RingLoc &loc) const
 			return nullptr;
 		auto *r = reinterpret_cast<RingHeader *>(base + off);
 		uint32_t cap = r->capacity, cell = r->cell_size;
-		if (r->magic != kRingMagic || !cap || (cap & (cap - 1)) || cell < 16 || cell % 8)
+		if (r->magic != kRingMagic || cap < 2 || (cap & (cap - 1)) || cell < 16 || cell % 8)
 			return nullptr;
 		if (off + sizeof(RingHeader) + uint64_t(cap) * cell > size)
 			return nullptr;
@@ -298,7 +298,14 @@ void *ring_claim(RingHeader *r, uint64_t *out_pos)
 		} else if (diff < 0) {
 			return nullptr; // full
 		} else {
-			pos = r->enq.load(std::memory_order_relaxed);
+			// Another producer took pos: enq has moved on. A sequence
+			// ahead of an enq that has not moved is a damaged ring
+			// (no producer can write one): refused as full, never
+			// spun on.
+			uint64_t now = r->enq.load(std::memory_order_relaxed);
+			if (now == pos)
+				return nullptr;
+			pos = now;
 		}
 	}
 }
@@ -333,7 +340,13 @@ bool ring_pop(RingHeader *r, void *out, size_t bytes)
 		} else if (diff < 0) {
 			return false; // empty
 		} else {
-			pos = r->deq.load(std::memory_order_relaxed);
+			// Another consumer took pos: deq has moved on. A sequence
+			// ahead of a deq that has not moved is a damaged ring:
+			// read as empty, never spun on.
+			uint64_t now = r->deq.load(std::memory_order_relaxed);
+			if (now == pos)
+				return false;
+			pos = now;
 		}
 	}
 }

@@ -514,7 +514,9 @@ bool qp_hand_over(SegmentHeader *h, uint32_t qp);
 uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner);
 void arena_free(Segment *seg, uint64_t off);
 
-// Ring set-up in freshly allocated arena space.
+// Ring set-up in freshly allocated arena space. capacity: a power of two,
+// at least 2 (with one cell, a published entry and a free one look alike;
+// Segment::ring refuses such a ring).
 void ring_init(RingHeader *r, uint32_t cell_size, uint32_t capacity, uint32_t owner);
 // Claims a cell to write; returns nullptr when full. Publish with ring_publish.
 void *ring_claim(RingHeader *r, uint64_t *pos);

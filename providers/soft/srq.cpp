@@ -7,7 +7,12 @@ namespace ovsoft {
 // ------------------------------------------------------------------ SRQ
 RecvGeometry recv_geometry(uint32_t depth, uint32_t max_sge)
 {
-	uint32_t cap = next_pow2(depth ? depth : 1);
+	// At least two cells: a ring's cell sequence tells a free cell (pos)
+	// from a published one (pos + 1), and with one cell the free mark of
+	// the next lap equals the published mark of this one, so a second post
+	// would overwrite a WQE not yet taken. The capacity reported for the
+	// queue is this one (the verbs allow more than was asked).
+	uint32_t cap = next_pow2(depth > 2 ? depth : 2);
 	// Whole cache lines (the rings start on one): a WQE's sequence number
 	// and its scatter list are written and read as one line or a few,
 	// none shared with the next WQE.

@@ -15,12 +15,13 @@
 //
 // A segment the checks accept is then used as the provider uses one: every
 // index a live entry below its table's extent holds is followed into its
-// table and every arena ring it names is resolved (Segment::ring) and read
-// to its last cell. The patches reach the extents too (they sit in the
-// header): a check that let an extent past its table's end through would
-// have the scans read outside the table. A check
-// that let a bad index or ring through shows up as an AddressSanitizer or
-// UndefinedBehaviorSanitizer report, or a fault, and fails the run.
+// table and every arena ring it names is resolved (Segment::ring), read
+// to its last cell, popped and claimed (ring_pop and ring_claim must
+// return). The patches reach the extents too (they sit in the header): a
+// check that let an extent past its table's end through would have the
+// scans read outside the table. A check that let a bad index or ring
+// through shows up as an AddressSanitizer or UndefinedBehaviorSanitizer
+// report, a fault or a timeout, and fails the run.
 // Built with clang -fsanitize=fuzzer,address,undefined (tests/fuzz/CMakeLists.txt).
 #include "shm.h"
 
@@ -87,7 +88,24 @@ uint8_t use_ring(const Segment &seg, const RingLoc &loc)
 	RingHeader *r = seg.ring(loc);
 	if (!r)
 		return 0;
-	return touch(r->cells, uint64_t(r->capacity) * r->cell_size);
+	uint64_t bytes = uint64_t(r->capacity) * r->cell_size;
+	uint8_t x = touch(r->cells, bytes);
+	// Then popped and claimed as consumers and producers do: on a damaged
+	// ring (sequence numbers, counters) both must return, never spin, and
+	// stay inside its cells. The ring's bytes are put back afterwards, so
+	// that each input starts from the same segment.
+	if (sizeof(RingHeader) + bytes > (1u << 16))
+		return x;
+	std::vector<uint8_t> saved(reinterpret_cast<uint8_t *>(r),
+				   reinterpret_cast<uint8_t *>(r) + sizeof(RingHeader) + bytes);
+	alignas(8) uint8_t out[512];
+	for (uint32_t i = 0; i <= r->capacity && ring_pop(r, out, sizeof(out)); i++)
+		x ^= out[0];
+	uint64_t pos = 0;
+	if (void *cell = ring_claim(r, &pos))
+		x ^= *static_cast<uint8_t *>(cell);
+	memcpy(r, saved.data(), saved.size());
+	return x;
 }
 
 // What the provider does with an accepted segment's tables: every entry

@@ -987,6 +987,58 @@ TEST_F(Loop, ErrorStateFlushesOutstandingWork)
 	EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
 }
 
+// A receive queue of depth 1 is made with two cells (a one-cell ring cannot
+// tell a posted WQE from a taken one): the QP reports 2, a third post fails
+// with ENOMEM and leaves the first two in place, and the error state flushes
+// exactly those two, in order. The same for an SRQ of depth 1.
+TEST_F(Loop, ReceiveQueueOfDepthOneKeepsEveryWqe)
+{
+	ibv_qp_init_attr ia = {};
+	ia.send_cq = ia.recv_cq = cqb;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	b = ibv_create_qp(pd, &ia);
+	ASSERT_NE(b, nullptr) << strerror(errno);
+	EXPECT_EQ(ia.cap.max_recv_wr, 2u);
+	ASSERT_EQ(to_init(b, kAllAccess), 0);
+	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 1), 0);
+	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 2), 0);
+	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 3), ENOMEM);
+	ibv_qp_attr at = {};
+	at.qp_state = IBV_QPS_ERR;
+	ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);
+	ibv_wc wc[4];
+	int got = 0;
+	for (int i = 0; i < 100 && got < 2; i++)
+		got += ibv_poll_cq(cqb, 4 - got, wc + got);
+	ASSERT_EQ(got, 2);
+	EXPECT_EQ(ibv_poll_cq(cqb, 4, wc + got), 0);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+		EXPECT_EQ(wc[i].wr_id, uint64_t(i + 1));
+	}
+
+	ibv_srq_init_attr sa = {};
+	sa.attr.max_wr = 1;
+	sa.attr.max_sge = 1;
+	ibv_srq *srq = ibv_create_srq(pd, &sa);
+	ASSERT_NE(srq, nullptr) << strerror(errno);
+	EXPECT_EQ(sa.attr.max_wr, 2u);
+	ibv_sge s = {uintptr_t(bufb.data()), 64, mrb->lkey};
+	ibv_recv_wr wr = {}, *bad = nullptr;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	for (uint64_t id = 1; id <= 3; id++) {
+		wr.wr_id = id;
+		EXPECT_EQ(ibv_post_srq_recv(srq, &wr, &bad), id <= 2 ? 0 : ENOMEM) << id;
+	}
+	ibv_srq_attr q = {};
+	ASSERT_EQ(ibv_query_srq(srq, &q), 0);
+	EXPECT_EQ(q.max_wr, 2u);
+	EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 TEST_F(Loop, RnrRetryExceededAndRnrRecovery)
 {
 	ASSERT_TRUE(connect(IBV_QPT_RC, kAllAccess, 0)); // no RNR retries
