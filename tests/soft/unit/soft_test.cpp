@@ -173,6 +173,20 @@ struct Loop : public ::testing::Test {
 		return ibv_post_send(qp, &wr, &bad);
 	}
 
+	// Moves qp to the error state and polls cq until `want` completions
+	// came (or 100 empty rounds); returns how many came.
+	int flush_and_poll(ibv_qp *qp, ibv_cq *cq, ibv_wc *wc, int want)
+	{
+		ibv_qp_attr at = {};
+		at.qp_state = IBV_QPS_ERR;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
+			return -1;
+		int got = 0;
+		for (int i = 0; i < 100 && got < want; i++)
+			got += ibv_poll_cq(cq, want - got, wc + got);
+		return got;
+	}
+
 	void TearDown() override
 	{
 		if (a)
@@ -965,14 +979,8 @@ TEST_F(Loop, ErrorStateFlushesOutstandingWork)
 	ASSERT_TRUE(connect());
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 100 + i), 0);
-	ibv_qp_attr at = {};
-	at.qp_state = IBV_QPS_ERR;
-	ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);
 	ibv_wc wc[8];
-	int got = 0;
-	for (int i = 0; i < 100 && got < 4; i++)
-		got += ibv_poll_cq(cqb, 8 - got, wc + got);
-	ASSERT_EQ(got, 4);
+	ASSERT_EQ(flush_and_poll(b, cqb, wc, 4), 4);
 	for (int i = 0; i < 4; i++) {
 		EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
 		EXPECT_EQ(wc[i].wr_id, uint64_t(100 + i));
@@ -1005,15 +1013,9 @@ TEST_F(Loop, ReceiveQueueOfDepthOneKeepsEveryWqe)
 	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 1), 0);
 	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 2), 0);
 	EXPECT_EQ(post_recv(b, mrb, bufb.data(), 64, 3), ENOMEM);
-	ibv_qp_attr at = {};
-	at.qp_state = IBV_QPS_ERR;
-	ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);
 	ibv_wc wc[4];
-	int got = 0;
-	for (int i = 0; i < 100 && got < 2; i++)
-		got += ibv_poll_cq(cqb, 4 - got, wc + got);
-	ASSERT_EQ(got, 2);
-	EXPECT_EQ(ibv_poll_cq(cqb, 4, wc + got), 0);
+	ASSERT_EQ(flush_and_poll(b, cqb, wc, 2), 2);
+	EXPECT_EQ(ibv_poll_cq(cqb, 4, wc + 2), 0);
 	for (int i = 0; i < 2; i++) {
 		EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
 		EXPECT_EQ(wc[i].wr_id, uint64_t(i + 1));
