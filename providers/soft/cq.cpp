@@ -33,9 +33,7 @@ static SoftCq *cq_create(SoftContext *ctx, int cqe, struct ibv_comp_channel *cha
 		errno = ENOMEM;
 		return nullptr;
 	}
-	uint32_t cap = next_pow2(uint32_t(cqe));
-	if (cap < 2)
-		cap = 2;
+	uint32_t cap = ring_capacity(uint32_t(cqe));
 	uint32_t cell = kCqeCellSize;
 	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
 	// The application's allocator is called before the device lock is taken.
@@ -244,9 +242,7 @@ int soft_resize_cq(struct ibv_cq *ibcq, int cqe)
 	SoftCq *cq = to_scq(ibcq);
 	if (cqe < 1 || uint32_t(cqe) > kMaxCqe)
 		return EINVAL;
-	uint32_t cap = next_pow2(uint32_t(cqe));
-	if (cap < 2)
-		cap = 2;
+	uint32_t cap = ring_capacity(uint32_t(cqe));
 	uint32_t cell = cq->ring->cell_size;
 	uint64_t bytes = sizeof(RingHeader) + uint64_t(cap) * cell;
 	// A CQ of a parent domain with allocators asks it for the new ring too

@@ -31,10 +31,16 @@
 
 namespace ovsoft {
 
-static inline uint32_t next_pow2(uint32_t v)
+// The cells of a shared ring (receive queue, SRQ, CQ) for `depth` entries:
+// a power of two, at least 2. A cell's sequence reads pos when free for
+// position pos and pos + 1 once published; with one cell the free mark of
+// the next lap is the published mark of this one, so a second entry would
+// overwrite one not yet taken. Queues report this depth (the verbs allow
+// more than was asked).
+static inline uint32_t ring_capacity(uint32_t depth)
 {
-	uint32_t p = 1;
-	while (p < v)
+	uint32_t p = 2;
+	while (p < depth)
 		p <<= 1;
 	return p;
 }

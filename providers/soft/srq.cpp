@@ -7,12 +7,7 @@ namespace ovsoft {
 // ------------------------------------------------------------------ SRQ
 RecvGeometry recv_geometry(uint32_t depth, uint32_t max_sge)
 {
-	// At least two cells: a ring's cell sequence tells a free cell (pos)
-	// from a published one (pos + 1), and with one cell the free mark of
-	// the next lap equals the published mark of this one, so a second post
-	// would overwrite a WQE not yet taken. The capacity reported for the
-	// queue is this one (the verbs allow more than was asked).
-	uint32_t cap = next_pow2(depth > 2 ? depth : 2);
+	uint32_t cap = ring_capacity(depth);
 	// Whole cache lines (the rings start on one): a WQE's sequence number
 	// and its scatter list are written and read as one line or a few,
 	// none shared with the next WQE.
