@@ -5,6 +5,7 @@
 #include "../hooks.h"
 #include "../log.h"
 #include "addr.h"
+#include "due.h"
 #include "common/env.h"
 #include "mad.h"
 #include "wire.h"
@@ -141,7 +142,11 @@ struct SoftId {
 	ino_t path_ino = 0;
 	Link *link = nullptr; // the link the connection runs on, while it does
 	uint32_t conn = 0;    // its number there
+	// Its time-out (ns, CLOCK_MONOTONIC; 0: none), kept only by set_due:
+	// the id is then in one of its source's heaps (due.h).
 	uint64_t deadline = 0;
+	size_t due_pos = kNotDue;
+	size_t src_pos = 0; // its place in src->ids
 	uint32_t psn = 0;   // our send PSN
 	Message peer;       // the peer's REQ or REP
 	bool peer_valid = false;
@@ -193,7 +198,22 @@ public:
 	std::atomic<int> waiting{0}; // threads inside next()
 	uint64_t keys[2] = {};
 	std::deque<RawEvent> ready;
-	std::vector<SoftId *> ids;
+	std::vector<SoftId *> ids; // each knows its place (SoftId::src_pos)
+	// The ids with a time-out: those that speak the IB CM on QP1 (the
+	// progress thread runs them too) and the others.
+	DueHeap<SoftId> due_mad, due;
+
+	// Makes room for one more id, in ids and in both heaps (throws
+	// std::bad_alloc); join() and set_due() then never allocate.
+	void reserve_one()
+	{
+		ids.reserve(ids.size() + 1);
+		due_mad.reserve(ids.size() + 1);
+		due.reserve(ids.size() + 1);
+	}
+	// Adds s (room reserved) / takes it out, its time-out with it.
+	void join(SoftId *s) noexcept;
+	void leave(SoftId *s) noexcept;
 
 	~Source() override;
 	const char *kind() const noexcept override { return "soft"; }
@@ -1128,8 +1148,8 @@ void close_listen(SoftId *s)
 void arm_timer(Source *src)
 {
 	uint64_t first = 0;
-	for (SoftId *s : src->ids)
-		if (s->deadline && (!first || s->deadline < first))
+	for (SoftId *s : {src->due_mad.top(), src->due.top()})
+		if (s && (!first || s->deadline < first))
 			first = s->deadline;
 	if (first == src->armed)
 		return;
@@ -1155,12 +1175,43 @@ void peer_disconnected(SoftId *s)
 	s->st = St::disconnected;
 }
 
+// Sets s's time-out to `when` (0: none) and the source's timer to the
+// earliest of its ids'.
+void set_due(SoftId *s, uint64_t when)
+{
+	Source *src = s->src;
+	DueHeap<SoftId> &h = s->mad ? src->due_mad : src->due;
+	DueHeap<SoftId> &other = s->mad ? src->due : src->due_mad;
+	other.remove(s); // (s->mad is set before any time-out: not expected)
+	if (when) {
+		h.set(s, when);
+	} else {
+		h.remove(s);
+		s->deadline = 0;
+	}
+	arm_timer(src);
+}
+
 void set_deadline(SoftId *s, bool on)
 {
-	uint64_t was = s->deadline;
-	s->deadline = on ? now_ns() + g_timeout_ns.load() : 0;
-	if (s->deadline != was)
-		arm_timer(s->src);
+	set_due(s, on ? now_ns() + g_timeout_ns.load() : 0);
+}
+
+void Source::join(SoftId *s) noexcept
+{
+	s->src = this;
+	s->src_pos = ids.size();
+	ids.push_back(s); // within the room reserve_one made
+}
+
+void Source::leave(SoftId *s) noexcept
+{
+	due_mad.remove(s);
+	due.remove(s);
+	SoftId *last = ids.back();
+	ids[s->src_pos] = last;
+	last->src_pos = s->src_pos;
+	ids.pop_back();
 }
 
 Endpoint endpoint_of(const sockaddr *sa)
@@ -1519,8 +1570,7 @@ bool hold_disconnect(SoftId *s)
 	s->backlog_mark = mark;
 	s->hold_until = now + hold_max_ns();
 	s->st = St::disc_held;
-	s->deadline = now + kHoldCheckNs; // the limit is at least 1 ms (still_held caps it)
-	arm_timer(s->src);
+	set_due(s, now + kHoldCheckNs); // the limit is at least 1 ms (still_held caps it)
 	cm::log::debug("the peer ended the connection of QP %u: DISCONNECTED waits until its "
 		       "receive CQ is polled",
 		       s->qpn);
@@ -1536,7 +1586,7 @@ bool still_held(SoftId *s, uint64_t now)
 			       now >= s->hold_until ? "the longest wait" : "the receive CQ was polled");
 		return false;
 	}
-	s->deadline = std::min(now + kHoldCheckNs, s->hold_until);
+	set_due(s, std::min(now + kHoldCheckNs, s->hold_until));
 	return true;
 }
 
@@ -1546,12 +1596,17 @@ bool still_held(SoftId *s, uint64_t now)
 void run_due(Source *src, bool mad_only)
 {
 	uint64_t now = now_ns();
-	std::vector<SoftId *> due;
-	for (SoftId *s : src->ids)
-		if (s->deadline && s->deadline <= now && (s->mad || !mad_only))
-			due.push_back(s);
-	for (SoftId *s : due) {
-		s->deadline = 0;
+	// Earliest first. What runs sets later time-outs only (a wait's next
+	// check at least 1 ms on, an MRA's wait), or uses up one of a MAD's
+	// tries, so the loop ends.
+	for (;;) {
+		SoftId *s = src->due_mad.top(), *o = mad_only ? nullptr : src->due.top();
+		if (!s || (o && o->deadline < s->deadline))
+			s = o;
+		if (!s || s->deadline > now)
+			break;
+		src->due_mad.remove(s);
+		src->due.remove(s);
 		if (s->mad && s->retx) {
 			if (s->tries > 0) {
 				mad_send(s, s->last, true); // the answer is late: again
@@ -1805,18 +1860,21 @@ class Backend : public IdBackend {
 public:
 	SoftId *s;
 
+	// Throws std::bad_alloc, having changed nothing.
 	Backend(Source &src, uint64_t uid, uint16_t ps, uint8_t qpt)
 	{
-		s = new SoftId();
+		std::unique_ptr<SoftId> made(new SoftId());
+		src.reserve_one();
+		s = made.get();
 		s->uid = uid;
 		s->handle = g_next_handle++;
 		s->ps = ps;
 		s->qp_type = qpt;
 		s->ud = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB || qpt == IBV_QPT_UD;
 		s->qkey = s->ud ? qkey_for(ps) : 0;
-		s->src = &src;
 		g_ids[s->handle] = s;
-		src.ids.push_back(s);
+		made.release();
+		src.join(s);
 	}
 	~Backend() override
 	{
@@ -1871,12 +1929,7 @@ public:
 		listener_gone(s);
 		close_listen(s);
 		detach(s);
-		auto &v = s->src->ids;
-		for (size_t i = 0; i < v.size(); i++)
-			if (v[i] == s) {
-				v.erase(v.begin() + long(i));
-				break;
-			}
+		s->src->leave(s);
 		if (!pending)
 			drop_events(s->src, s->handle);
 		arm_timer(s->src);
@@ -2547,7 +2600,7 @@ public:
 		if (old == nsrc)
 			return 0;
 		try {
-			nsrc->ids.reserve(nsrc->ids.size() + 1);
+			nsrc->reserve_one();
 		} catch (...) {
 			return ENOMEM;
 		}
@@ -2567,11 +2620,8 @@ public:
 		} catch (...) {
 			return ENOMEM;
 		}
-		for (size_t i = 0; i < old->ids.size(); i++)
-			if (old->ids[i] == s) {
-				old->ids.erase(old->ids.begin() + long(i));
-				break;
-			}
+		uint64_t due = s->deadline;
+		old->leave(s);
 		for (auto it = old->ready.begin(); it != old->ready.end();) {
 			if (it->handle == s->handle) {
 				push(nsrc, std::move(*it));
@@ -2582,10 +2632,9 @@ public:
 		}
 		if (old->ready.empty())
 			clear_eventfd(old);
-		s->src = nsrc;
-		nsrc->ids.push_back(s);
+		nsrc->join(s);
+		set_due(s, due); // its time-out moves with it
 		arm_timer(old);
-		arm_timer(nsrc);
 		return 0;
 	}
 
@@ -2688,9 +2737,8 @@ uint64_t next_mad_deadline()
 {
 	uint64_t first = 0;
 	for (Source *src : g_sources)
-		for (SoftId *s : src->ids)
-			if (s->mad && s->deadline && (!first || s->deadline < first))
-				first = s->deadline;
+		if (SoftId *s = src->due_mad.top(); s && (!first || s->deadline < first))
+			first = s->deadline;
 	return first;
 }
 
@@ -2906,10 +2954,7 @@ bool mad_send(SoftId *s, const mad::Mad &m, bool retx)
 		}
 		s->retx = true;
 		s->tries--;
-		uint64_t was = s->deadline;
-		s->deadline = now_ns() + std::min<uint64_t>(kMadRetryNs, g_timeout_ns.load());
-		if (s->deadline != was)
-			arm_timer(s->src);
+		set_due(s, now_ns() + std::min<uint64_t>(kMadRetryNs, g_timeout_ns.load()));
 	}
 	return gsi_send_to(s->gsi, s->our_gid, s->peer_gid, m);
 }
@@ -3183,8 +3228,7 @@ void on_mad(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t peer
 		// about 2 minutes), the tries left unchanged.
 		if (s->retx) {
 			uint64_t t = 4096ull << std::min<uint8_t>(m.service_timeout, 24);
-			s->deadline = now_ns() + t + kMadRetryNs;
-			arm_timer(s->src);
+			set_due(s, now_ns() + t + kMadRetryNs);
 		}
 		return;
 	case mad::Attr::dreq:
