@@ -17,22 +17,33 @@ static const uint64_t kSendOps =
 #endif
 	;
 
+// The context's QPs: a doubly linked list, so that a destroy among
+// thousands of QPs does not walk it.
 static void qp_link(SoftContext *ctx, SoftQp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
+	qp->prev = nullptr;
 	qp->next = ctx->qps;
+	if (qp->next)
+		qp->next->prev = qp;
 	ctx->qps = qp;
+	qp->linked = true;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
 static void qp_unlink(SoftContext *ctx, SoftQp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	for (SoftQp **p = &ctx->qps; *p; p = &(*p)->next)
-		if (*p == qp) {
-			*p = qp->next;
-			break;
-		}
+	if (qp->linked) {
+		if (qp->prev)
+			qp->prev->next = qp->next;
+		else
+			ctx->qps = qp->next;
+		if (qp->next)
+			qp->next->prev = qp->prev;
+		qp->next = qp->prev = nullptr;
+		qp->linked = false;
+	}
 	pthread_mutex_unlock(&ctx->lock);
 }
 

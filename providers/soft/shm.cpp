@@ -116,7 +116,7 @@ static constexpr uint64_t header_bytes()
 
 static constexpr uint64_t segment_bytes() { return header_bytes() + kArenaSize; }
 
-// Arena blocks: a header in front of every block, first-fit allocation.
+// Arena blocks: a header in front of every block, next-fit allocation.
 struct BlockHeader {
 	uint64_t size;  // whole block, multiple of 64
 	uint32_t free;
@@ -134,18 +134,47 @@ static void arena_init(Segment *seg)
 	b->free = 1;
 	b->owner = UINT32_MAX;
 	b->magic = kBlockMagic;
+	seg->hdr->arena_hint = 0;
 }
 
+static inline bool block_sound(const BlockHeader *b, uint64_t off, uint64_t size)
+{
+	return b->magic == kBlockMagic && b->size >= 64 && b->size % 64 == 0 && b->size <= size - off;
+}
+
+// Next fit: the search starts at the block after the last allocation
+// (SegmentHeader::arena_hint) and wraps around once, so a device with
+// thousands of QPs and CQs does not walk every block in front of the free
+// space on each allocation (first fit did: a fifth of a busy CM server's
+// time). Free blocks are merged with the free blocks that follow them as
+// the search passes; a merge that swallows the hint's block moves the hint
+// to the merged block, so the hint always names a block header. A hint
+// that does not (a damaged segment) restarts the search at 0.
 uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 {
 	uint64_t need = (bytes + sizeof(BlockHeader) + 63) & ~uint64_t(63);
 	uint64_t size = seg->hdr->arena_size;
 	uint8_t *a = seg->arena();
-	for (uint64_t off = 0; off + sizeof(BlockHeader) <= size;) {
+	uint64_t &hint = seg->hdr->arena_hint;
+	if (hint % 64 || hint + sizeof(BlockHeader) > size ||
+	    !block_sound(reinterpret_cast<BlockHeader *>(a + hint), hint, size))
+		hint = 0;
+	uint64_t start = hint;
+	bool wrapped = start == 0;
+	for (uint64_t off = start;;) {
+		if (off + sizeof(BlockHeader) > size) {
+			if (wrapped)
+				return 0;
+			wrapped = true;
+			off = 0;
+		}
+		if (wrapped && start && off >= start)
+			return 0; // back where the search began
 		auto *b = reinterpret_cast<BlockHeader *>(a + off);
-		if (b->magic != kBlockMagic || b->size < 64 || b->size % 64 || b->size > size - off) {
+		if (!block_sound(b, off, size)) {
 			softlog(1, "soft%d: arena damaged at offset %llu", seg->index,
 				(unsigned long long)off);
+			hint = 0;
 			return 0;
 		}
 		if (b->free) {
@@ -155,11 +184,12 @@ uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 				if (n + sizeof(BlockHeader) > size)
 					break;
 				auto *nb = reinterpret_cast<BlockHeader *>(a + n);
-				if (nb->magic != kBlockMagic || !nb->free || nb->size < 64 ||
-				    nb->size % 64 || nb->size > size - n)
+				if (!nb->free || !block_sound(nb, n, size))
 					break;
 				b->size += nb->size;
 				nb->magic = 0;
+				if (hint == n)
+					hint = off;
 			}
 			if (b->size >= need) {
 				if (b->size - need >= 128) {
@@ -172,13 +202,13 @@ uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 				}
 				b->free = 0;
 				b->owner = owner;
+				hint = off + b->size < size ? off + b->size : 0;
 				// Offset of the payload, relative to the segment start.
 				return seg->hdr->arena_offset + off + sizeof(BlockHeader);
 			}
 		}
 		off += b->size;
 	}
-	return 0;
 }
 
 void arena_free(Segment *seg, uint64_t off)

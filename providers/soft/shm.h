@@ -26,7 +26,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 15;
+inline constexpr uint32_t kLayoutVersion = 16;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -373,6 +373,10 @@ struct SegmentHeader {
 	uint32_t arena_initialised;
 	uint64_t arena_offset; // from the start of the segment
 	uint64_t arena_size;
+	// Where the next arena allocation starts looking (next fit): the
+	// offset of a block header in the arena, kept one by every change of
+	// the block chain (arena_alloc), under the device lock.
+	uint64_t arena_hint;
 	TableExtents extents;
 	ProcEntry procs[kMaxProcs];
 	QpEntry qps[kMaxQps];

@@ -83,14 +83,14 @@ write('mad', 'header_only', user_mad(0, 0, 0, 0, b''))
 
 # ---- segment: a flags byte, then patches (u32 LE offset, length - 1, bytes)
 # applied to a sound segment (segment_fuzz.cpp). Offsets of layout version
-# 15 (providers/soft/shm.h): header 5042176 bytes, the QP and key tables'
-# extents (TableExtent.used) at 144 and 168, qps at 12488 (128 bytes each:
-# slot 0, srq 40, rq_ring 72; a RingLoc has kind at 0, off at 8), mrs at
-# 1036488 (kind 0, key 4). The checks read entries below an extent only, so
+# 16 (providers/soft/shm.h): header 5042176 bytes, the arena's next-fit hint
+# at 144, the QP and key tables' extents (TableExtent.used) at 152 and 176,
+# qps at 12496 (128 bytes each: slot 0, srq 40, rq_ring 72; a RingLoc has
+# kind at 0, off at 8), mrs at 1036496 (kind 0, key 4). The checks read entries below an extent only, so
 # the seeds that make entries live raise the extent too. Another layout
 # moves them: the seeds still damage something, only other fields.
-HDR, QPS, MRS = 5042176, 12488, 1036488
-EXT_QPS, EXT_MRS = 144, 168
+HDR, QPS, MRS = 5042176, 12496, 1036496
+EXT_QPS, EXT_MRS, ARENA_HINT = 152, 176, 144
 
 
 def patch(off, data):
@@ -117,3 +117,12 @@ write('segment', 'extent_past_end', b'\0' + patch(EXT_QPS, struct.pack('<I', 409
 write('segment', 'arena_bad_block', b'\0' + patch(HDR, struct.pack('<Q', 100)))
 write('segment', 'live_mr', b'\0' + mr_extent + patch(MRS, struct.pack('<II', 1, 1 << 8)))
 write('segment', 'mr_wrong_slot', b'\0' + mr_extent + patch(MRS, struct.pack('<II', 1, 2 << 8)))
+# The next-fit hint: inside the first block (not a block header), past the
+# arena's end, and at a block the patch makes there (a two-block chain).
+write('segment', 'arena_hint_inside_block', b'\0' + patch(ARENA_HINT, struct.pack('<Q', 4096)))
+write('segment', 'arena_hint_past_end', b'\0' + patch(ARENA_HINT, struct.pack('<Q', 1 << 40)))
+write('segment', 'arena_hint_second_block',
+      b'\0' + patch(HDR, struct.pack('<QIIQ', 4096, 1, 0xffffffff, 0x424c4f434b4f5621)) +
+      patch(HDR + 4096, struct.pack('<QIIQ', (256 << 20) - 4096, 1, 0xffffffff,
+                                    0x424c4f434b4f5621)) +
+      patch(ARENA_HINT, struct.pack('<Q', 4096)))

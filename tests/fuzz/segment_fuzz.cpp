@@ -17,7 +17,7 @@
 // index a live entry below its table's extent holds is followed into its
 // table and every arena ring it names is resolved (Segment::ring), read
 // to its last cell, popped and claimed (ring_pop and ring_claim must
-// return). The patches reach the extents too (they sit in the header): a
+// return), and the arena is allocated from and freed (use_arena). The patches reach the extents too (they sit in the header): a
 // check that let an extent past its table's end through would have the
 // scans read outside the table. A check that let a bad index or ring
 // through shows up as an AddressSanitizer or UndefinedBehaviorSanitizer
@@ -167,6 +167,37 @@ uint8_t use_segment(const Segment &seg)
 	return x;
 }
 
+// Allocates from the accepted arena and frees as the provider does
+// (arena_alloc, arena_free), whatever the chain and the next-fit hint
+// (SegmentHeader::arena_hint, which the patches reach): every call must
+// return, and every offset it gives must lie inside the arena. Sizes stay
+// small, so what the calls write (block headers) stays inside the first
+// kArenaWindow + kAllocSlack bytes, saved and put back by the caller.
+constexpr uint64_t kAllocSlack = 8192;
+uint8_t use_arena(Segment &seg, const uint8_t *data, size_t size)
+{
+	const SegmentHeader *h = seg.hdr;
+	uint64_t got[8] = {};
+	uint8_t x = 0;
+	for (size_t i = 0; i < 8; i++) {
+		uint64_t bytes = 1 + (i < size ? data[i] : 0) * 4u; // 1..1021
+		got[i] = arena_alloc(&seg, bytes, 0);
+		if (got[i] && (got[i] < h->arena_offset + 64 ||
+			       got[i] + bytes > h->arena_offset + h->arena_size))
+			abort(); // an allocation outside the arena
+		if (got[i])
+			x ^= touch(seg.base + got[i], bytes);
+		if (i % 3 == 2 && got[i - 1]) {
+			arena_free(&seg, got[i - 1]); // a hole for the next calls
+			got[i - 1] = 0;
+		}
+	}
+	for (uint64_t g : got)
+		if (g)
+			arena_free(&seg, g);
+	return x;
+}
+
 struct Undo {
 	uint64_t off;
 	std::vector<uint8_t> old;
@@ -217,6 +248,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		seg.size = f.size;
 		seg.index = index;
 		volatile uint8_t sink = use_segment(seg);
+		uint8_t *arena = f.base + h->arena_offset;
+		std::vector<uint8_t> saved(arena, arena + kArenaWindow + kAllocSlack);
+		uint64_t hint = h->arena_hint;
+		sink = sink ^ use_arena(seg, data, size);
+		memcpy(arena, saved.data(), saved.size());
+		h->arena_hint = hint;
 		(void)sink;
 	}
 

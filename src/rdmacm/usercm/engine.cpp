@@ -147,6 +147,8 @@ struct SoftId {
 	uint64_t deadline = 0;
 	size_t due_pos = kNotDue;
 	size_t src_pos = 0; // its place in src->ids
+	uint32_t links_accepted = 0; // a listener: links whose `listener` it is
+	uint32_t listener = 0; // a CONNECT_REQUEST's new id: its listener's handle
 	uint32_t psn = 0;   // our send PSN
 	Message peer;       // the peer's REQ or REP
 	bool peer_valid = false;
@@ -894,6 +896,7 @@ struct Link {
 	std::string path;    // active: the listener socket it was made to
 	ino_t ino = 0;       // active: that socket's inode then
 	SoftId *listener = nullptr; // passive: the listener that accepted it, while it lives
+	size_t pos = 0;             // its place in g_links
 	uint32_t next_conn = 0;     // active: the last number given
 	std::unordered_map<uint32_t, SoftId *> conns;
 	Source *watcher = nullptr; // the one source whose epoll set has it
@@ -951,6 +954,7 @@ Link *link_new(int fd, bool active, Source *src)
 	l->pid = self_pid();
 	l->active = active;
 	try {
+		l->pos = g_links.size();
 		g_links.push_back(l);
 		link_watch(src, l);
 	} catch (...) {
@@ -985,7 +989,12 @@ void link_close(Link *l)
 			epoll_ctl(l->watcher->epfd, EPOLL_CTL_DEL, l->fd, nullptr);
 	}
 	close(l->fd);
-	g_links.erase(std::find(g_links.begin(), g_links.end(), l));
+	if (!l->active && l->listener)
+		l->listener->links_accepted--;
+	Link *last = g_links.back(); // (the order of g_links means nothing)
+	g_links[l->pos] = last;
+	last->pos = l->pos;
+	g_links.pop_back();
 	delete l;
 }
 
@@ -1127,6 +1136,7 @@ void listener_gone(SoftId *l)
 			if (k->conns.empty())
 				idle.push_back(k);
 		}
+	l->links_accepted = 0;
 	for (Link *k : idle)
 		link_close(k);
 }
@@ -1466,8 +1476,10 @@ void on_listen_readable(SoftId *l)
 		close(fd);
 		return;
 	}
-	if (Link *k = link_new(fd, false, l->src))
+	if (Link *k = link_new(fd, false, l->src)) {
 		k->listener = l;
+		l->links_accepted++;
+	}
 }
 
 // ------------------------------------------------------------------ disconnects that wait
@@ -1926,7 +1938,8 @@ public:
 			s->st = St::done;
 			notify_peer(s, was == St::rep_sent ? St::connected : was);
 		}
-		listener_gone(s);
+		if (s->links_accepted) // (a scan of every link: listeners only)
+			listener_gone(s);
 		close_listen(s);
 		detach(s);
 		s->src->leave(s);
@@ -3056,6 +3069,7 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	std::unique_ptr<Backend> child;
 	try {
 		child.reset(new Backend(*l->src, l->uid, l->ps, l->qp_type));
+		child->s->listener = l->handle;
 	} catch (...) {
 	}
 	if (!child) {
@@ -3325,6 +3339,7 @@ void on_request(Link *lk, const Message &m)
 	if (have_device(dev)) {
 		try {
 			child.reset(new Backend(*src, l->uid, l->ps, l->qp_type));
+			child->s->listener = l->handle;
 		} catch (...) {
 		}
 	}
@@ -3438,9 +3453,16 @@ int Source::next(RawEvent &ev, bool block) noexcept
 				// Count it for its id (a request counts for the listener).
 				SoftId *s = by_handle(ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? 0 : ev.handle);
 				if (ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-					for (SoftId *i : ids)
-						if (i->uid == ev.uid && i->st == St::listening)
-							s = i;
+					// Its listener, named by the new id; or, gone
+					// meanwhile, another listener of the same uid.
+					auto *c = static_cast<Backend *>(ev.child.get());
+					s = c ? by_handle(c->s->listener) : nullptr;
+					if (!s || s->uid != ev.uid || s->st != St::listening) {
+						s = nullptr;
+						for (SoftId *i : ids)
+							if (i->uid == ev.uid && i->st == St::listening)
+								s = i;
+					}
 				}
 				if (s)
 					s->reported++;

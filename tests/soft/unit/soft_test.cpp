@@ -467,6 +467,62 @@ TEST_F(Loop, CqOfMaxCqeEntries)
 	}
 }
 
+// The shared arena's next-fit allocator (shm.cpp, arena_alloc): CQ rings of
+// 4 MiB until the arena is full, every other one destroyed, then as many
+// made again, which fits only in the holes behind the last allocation (the
+// search wraps around); then all destroyed, and a ring four times as large
+// fits only once the free blocks are merged. A pair connected over two of
+// the refilled CQs then moves data (the rings do not overlap).
+TEST_F(Loop, ArenaReusesHolesAndMergesFreeBlocks)
+{
+	constexpr int kCqe = 1 << 15; // 32768 cells of 128 bytes: 4 MiB
+	std::vector<ibv_cq *> cqs;
+	while (cqs.size() < 200) {
+		ibv_cq *cq = ibv_create_cq(ctx, kCqe, nullptr, nullptr, 0);
+		if (!cq) {
+			EXPECT_EQ(errno, ENOMEM);
+			break;
+		}
+		cqs.push_back(cq);
+	}
+	ASSERT_GE(cqs.size(), 8u);
+	ASSERT_LT(cqs.size(), 200u) << "the arena never filled";
+	size_t holes = 0;
+	for (size_t i = 0; i < cqs.size(); i += 2, holes++) {
+		ASSERT_EQ(ibv_destroy_cq(cqs[i]), 0);
+		cqs[i] = nullptr;
+	}
+	for (size_t i = 0; i < cqs.size(); i += 2) {
+		cqs[i] = ibv_create_cq(ctx, kCqe, nullptr, nullptr, 0);
+		ASSERT_NE(cqs[i], nullptr) << "hole " << i / 2 << " of " << holes << ": "
+					   << strerror(errno);
+	}
+	// Data through two refilled CQs.
+	std::swap(cqa, cqs[0]);
+	std::swap(cqb, cqs[2]);
+	ASSERT_TRUE(connect());
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 64, 9), 0);
+	memcpy(bufa.data(), "arena", 5);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 5, mra->lkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_EQ(wc.wr_id, 9u);
+	EXPECT_EQ(memcmp(bufb.data(), "arena", 5), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_EQ(ibv_destroy_qp(a), 0);
+	ASSERT_EQ(ibv_destroy_qp(b), 0);
+	a = b = nullptr;
+	for (ibv_cq *&cq : cqs) {
+		ASSERT_EQ(ibv_destroy_cq(cq), 0);
+		cq = nullptr;
+	}
+	ibv_cq *big = ibv_create_cq(ctx, 4 * kCqe, nullptr, nullptr, 0);
+	ASSERT_NE(big, nullptr) << strerror(errno);
+	EXPECT_EQ(ibv_destroy_cq(big), 0);
+}
+
 TEST_F(Loop, CreateQpLimits)
 {
 	ibv_qp_init_attr ia = {};
