@@ -888,6 +888,8 @@ pid_t self_pid()
 
 std::vector<Source *> g_sources; // every event source, for the QP1 fds
 
+struct PathLinks;
+
 struct Link {
 	int fd = -1;
 	pid_t pid = 0;       // the process that made it: a fork child never uses its parent's
@@ -897,6 +899,10 @@ struct Link {
 	ino_t ino = 0;       // active: that socket's inode then
 	SoftId *listener = nullptr; // passive: the listener that accepted it, while it lives
 	size_t pos = 0;             // its place in g_links
+	// Active: its path's links (link_group), its place among them and, with
+	// no connection on it, among the idle ones (kNotDue: not there).
+	PathLinks *group = nullptr;
+	size_t group_pos = kNotDue, idle_pos = kNotDue;
 	uint32_t next_conn = 0;     // active: the last number given
 	std::unordered_map<uint32_t, SoftId *> conns;
 	Source *watcher = nullptr; // the one source whose epoll set has it
@@ -908,6 +914,77 @@ struct Link {
 // Never destroyed: links stay open until the process ends (kept for the
 // next connect), and stay reachable for leak checkers.
 std::vector<Link *> &g_links = *new std::vector<Link *>;
+
+// The active links to one listener socket path, and those of them that
+// carry no connection: a connect finds an idle link to reuse without
+// looking at the busy ones (a client with thousands of connections to one
+// listener has as many links). `ino`: the socket's inode when the group's
+// links were last checked (links made to an older socket are stale).
+struct PathLinks {
+	std::vector<Link *> all, idle;
+	ino_t ino = 0;
+};
+std::unordered_map<std::string, PathLinks> &g_links_to =
+    *new std::unordered_map<std::string, PathLinks>;
+
+void idle_add(Link *l) noexcept
+{
+	PathLinks *g = l->group;
+	if (!g || l->idle_pos != kNotDue)
+		return;
+	l->idle_pos = g->idle.size();
+	g->idle.push_back(l); // room reserved by link_group
+}
+
+void idle_remove(Link *l) noexcept
+{
+	PathLinks *g = l->group;
+	if (!g || l->idle_pos == kNotDue)
+		return;
+	Link *last = g->idle.back();
+	g->idle[l->idle_pos] = last;
+	last->idle_pos = l->idle_pos;
+	g->idle.pop_back();
+	l->idle_pos = kNotDue;
+}
+
+// Whether active link l carries no connection (kept in its group's idle
+// list): called after every change of l->conns.
+void link_conns_changed(Link *l) noexcept
+{
+	if (l->conns.empty())
+		idle_add(l);
+	else
+		idle_remove(l);
+}
+
+// Puts new active link l (its path set) in its path's group. Throws
+// std::bad_alloc, having changed nothing.
+void link_group(Link *l)
+{
+	PathLinks &g = g_links_to[l->path];
+	g.all.reserve(g.all.size() + 1);
+	g.idle.reserve(g.all.size() + 1);
+	l->group = &g;
+	l->group_pos = g.all.size();
+	g.all.push_back(l);
+	link_conns_changed(l);
+}
+
+void link_ungroup(Link *l) noexcept
+{
+	PathLinks *g = l->group;
+	if (!g)
+		return;
+	idle_remove(l);
+	Link *last = g->all.back();
+	g->all[l->group_pos] = last;
+	last->group_pos = l->group_pos;
+	g->all.pop_back();
+	l->group = nullptr;
+	if (g->all.empty())
+		g_links_to.erase(l->path);
+}
 
 bool mine(const Link *l) { return l->pid == self_pid(); }
 
@@ -989,6 +1066,7 @@ void link_close(Link *l)
 			epoll_ctl(l->watcher->epfd, EPOLL_CTL_DEL, l->fd, nullptr);
 	}
 	close(l->fd);
+	link_ungroup(l);
 	if (!l->active && l->listener)
 		l->listener->links_accepted--;
 	Link *last = g_links.back(); // (the order of g_links means nothing)
@@ -1014,6 +1092,7 @@ void detach(SoftId *s)
 	if (!l)
 		return;
 	l->conns.erase(s->conn);
+	link_conns_changed(l);
 	s->link = nullptr;
 	s->conn = 0;
 	if (link_idle(l)) {
@@ -1692,19 +1771,31 @@ int link_to_listener(Source *src, uint16_t ps, const sockaddr *dst, Link *&out)
 		bool exists = stat(path.c_str(), &st) == 0;
 		// A link carries one connection at a time (so that only that
 		// connection's channel watches it): an idle one is reused, one
-		// already watched by this source first.
+		// already watched by this source first. The links made to a
+		// socket that is gone or replaced are stale (each closes once
+		// idle; the idle ones now).
 		Link *have = nullptr;
-		for (Link *l : g_links) {
-			if (!l->active || l->stale || !mine(l) || l->path != path)
-				continue;
-			if (!exists || l->ino != st.st_ino)
-				l->stale = true;
-			else if (l->conns.empty() && (!have || l->watcher == src))
-				have = l;
+		auto git = g_links_to.find(path);
+		if (git != g_links_to.end()) {
+			PathLinks &g = git->second;
+			if (!exists || g.ino != st.st_ino) {
+				for (Link *l : g.all)
+					if (mine(l) && (!exists || l->ino != st.st_ino))
+						l->stale = true;
+				g.ino = exists ? st.st_ino : 0;
+			}
+			for (size_t i = g.idle.size(); i-- > 0;) {
+				Link *l = g.idle[i];
+				if (!mine(l))
+					continue;
+				if (l->stale)
+					link_close(l); // (may end the group: i counts down to 0)
+				else if (!have || l->watcher == src)
+					have = l;
+				if (g_links_to.find(path) == g_links_to.end())
+					break;
+			}
 		}
-		for (size_t i = g_links.size(); i-- > 0;)
-			if (g_links[i]->active && mine(g_links[i]) && link_idle(g_links[i]))
-				link_close(g_links[i]);
 		if (!exists)
 			continue;
 		if (have) {
@@ -1730,12 +1821,14 @@ int link_to_listener(Source *src, uint16_t ps, const sockaddr *dst, Link *&out)
 			Link *l = link_new(fd, true, src);
 			if (!l)
 				return ENOMEM;
+			l->ino = st.st_ino;
 			try {
 				l->path = path;
+				link_group(l);
+				l->group->ino = st.st_ino;
 			} catch (...) {
-				l->stale = true;
+				l->stale = true; // closes once its connection ends
 			}
-			l->ino = st.st_ino;
 			out = l;
 			return 0;
 		}
@@ -2169,13 +2262,16 @@ public:
 			} catch (...) {
 				return ENOMEM;
 			}
+			link_conns_changed(l);
 			rc = link_send(l, m, conn);
 			if (rc == EINVAL || rc == ENOMEM) {
 				l->conns.erase(conn);
+				link_conns_changed(l);
 				return rc;
 			}
 			if (rc != 0) {
 				l->conns.erase(conn);
+				link_conns_changed(l);
 				link_broken(l);
 				continue;
 			}
