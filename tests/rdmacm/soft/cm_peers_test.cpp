@@ -470,6 +470,78 @@ TEST(SoftCmLinks, ListenerGoneAndReplaced)
 	EXPECT_EQ(reap(client), 0);
 }
 
+// Eight connections at once to one listener (eight links), all ended, then
+// eight again: the second round reuses the idle links (the client's open
+// descriptors do not grow), and so does a third after the second ended.
+TEST(SoftCmLinks, IdleLinksAreReused)
+{
+	constexpr int kConns = 8;
+	uint16_t port = test_port();
+	Listener l(port);
+	int to_parent[2], to_child[2];
+	ASSERT_EQ(pipe(to_parent), 0);
+	ASSERT_EQ(pipe(to_child), 0);
+	pid_t client = spawn([&] {
+		auto fds = [] {
+			int n = 0;
+			DIR *d = opendir("/proc/self/fd");
+			while (dirent *e = readdir(d))
+				n += e->d_name[0] != '.';
+			closedir(d);
+			return n;
+		};
+		rdma_event_channel *ch = rdma_create_event_channel();
+		int after[3] = {};
+		for (int round = 0; round < 3; round++) {
+			std::vector<rdma_cm_id *> ids;
+			for (int i = 0; i < kConns; i++) {
+				rdma_cm_id *id = resolved(ch, port);
+				auto p = param();
+				ASSERT_EQ(rdma_connect(id, &p), 0);
+				ids.push_back(id);
+			}
+			for (int i = 0; i < kConns; i++)
+				EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_ESTABLISHED);
+			signal_parent(to_parent[1]);
+			wait_child(to_child[0]); // the server accepted them all
+			for (rdma_cm_id *id : ids)
+				ASSERT_EQ(rdma_disconnect(id), 0);
+			for (int i = 0; i < kConns; i++)
+				EXPECT_EQ(next(ch).type, RDMA_CM_EVENT_DISCONNECTED);
+			for (rdma_cm_id *id : ids)
+				drop(id);
+			after[round] = fds();
+		}
+		EXPECT_EQ(after[1], after[0]);
+		EXPECT_EQ(after[2], after[0]);
+	});
+	for (int round = 0; round < 3; round++) {
+		// Requests and establishments interleave: each request is
+		// accepted as it comes.
+		std::vector<rdma_cm_id *> ids;
+		int established = 0;
+		while (established < kConns) {
+			auto g = next(l.ch);
+			if (g.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+				make_qp(g.id);
+				auto p = param();
+				EXPECT_EQ(rdma_accept(g.id, &p), 0);
+				ids.push_back(g.id);
+			} else {
+				ASSERT_EQ(g.type, RDMA_CM_EVENT_ESTABLISHED);
+				established++;
+			}
+		}
+		wait_child(to_parent[0]);
+		signal_parent(to_child[1]);
+		for (int i = 0; i < kConns; i++)
+			EXPECT_EQ(next(l.ch).type, RDMA_CM_EVENT_DISCONNECTED);
+		for (rdma_cm_id *id : ids)
+			drop(id);
+	}
+	EXPECT_EQ(reap(client), 0);
+}
+
 // A requester destroyed before the listener accepted: accepting succeeds,
 // then REJECTED with reason 4 (its REJ on the link), as for a dead one.
 TEST(SoftCmLinks, DestroyedRequesterIsRejectedAfterAccept)
