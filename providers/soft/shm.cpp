@@ -156,7 +156,7 @@ uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 	uint64_t size = seg->hdr->arena_size;
 	uint8_t *a = seg->arena();
 	uint64_t &hint = seg->hdr->arena_hint;
-	if (hint % 64 || hint + sizeof(BlockHeader) > size ||
+	if (hint % 64 || hint >= size || size - hint < sizeof(BlockHeader) ||
 	    !block_sound(reinterpret_cast<BlockHeader *>(a + hint), hint, size))
 		hint = 0;
 	uint64_t start = hint;

@@ -121,6 +121,7 @@ write('segment', 'mr_wrong_slot', b'\0' + mr_extent + patch(MRS, struct.pack('<I
 # arena's end, and at a block the patch makes there (a two-block chain).
 write('segment', 'arena_hint_inside_block', b'\0' + patch(ARENA_HINT, struct.pack('<Q', 4096)))
 write('segment', 'arena_hint_past_end', b'\0' + patch(ARENA_HINT, struct.pack('<Q', 1 << 40)))
+write('segment', 'arena_hint_wraps', b'\0' + patch(ARENA_HINT, struct.pack('<Q', (1 << 64) - 64)))
 write('segment', 'arena_hint_second_block',
       b'\0' + patch(HDR, struct.pack('<QIIQ', 4096, 1, 0xffffffff, 0x424c4f434b4f5621)) +
       patch(HDR + 4096, struct.pack('<QIIQ', (256 << 20) - 4096, 1, 0xffffffff,

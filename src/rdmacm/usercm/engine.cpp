@@ -959,7 +959,7 @@ void link_conns_changed(Link *l) noexcept
 }
 
 // Puts new active link l (its path set) in its path's group. Throws
-// std::bad_alloc, having changed nothing.
+// std::bad_alloc with l in no group (an empty group may stay: harmless).
 void link_group(Link *l)
 {
 	PathLinks &g = g_links_to[l->path];
@@ -1965,7 +1965,7 @@ class Backend : public IdBackend {
 public:
 	SoftId *s;
 
-	// Throws std::bad_alloc, having changed nothing.
+	// Throws std::bad_alloc; no id is then made (nothing leaks).
 	Backend(Source &src, uint64_t uid, uint16_t ps, uint8_t qpt)
 	{
 		std::unique_ptr<SoftId> made(new SoftId());
