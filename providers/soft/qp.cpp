@@ -27,14 +27,13 @@ static void qp_link(SoftContext *ctx, SoftQp *qp)
 	if (qp->next)
 		qp->next->prev = qp;
 	ctx->qps = qp;
-	qp->linked = true;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
 static void qp_unlink(SoftContext *ctx, SoftQp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	if (qp->linked) {
+	if (qp->prev || ctx->qps == qp) { // linked (qp_link)
 		if (qp->prev)
 			qp->prev->next = qp->next;
 		else
@@ -42,7 +41,6 @@ static void qp_unlink(SoftContext *ctx, SoftQp *qp)
 		if (qp->next)
 			qp->next->prev = qp->prev;
 		qp->next = qp->prev = nullptr;
-		qp->linked = false;
 	}
 	pthread_mutex_unlock(&ctx->lock);
 }

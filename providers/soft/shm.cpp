@@ -228,7 +228,7 @@ static void arena_free_owner(Segment *seg, uint32_t owner)
 	uint8_t *a = seg->arena();
 	for (uint64_t off = 0; off + sizeof(BlockHeader) <= size;) {
 		auto *b = reinterpret_cast<BlockHeader *>(a + off);
-		if (b->magic != kBlockMagic || b->size < 64 || b->size % 64 || b->size > size - off)
+		if (!block_sound(b, off, size))
 			return;
 		if (!b->free && b->owner == owner) {
 			b->free = 1;

@@ -397,7 +397,6 @@ struct SoftQp {
 	// XRC_RECV handles: the QpEntry::error_seq last reported to this handle.
 	uint32_t fatal_seen;
 	SoftQp *next, *prev; // the context's list (qp_link), guarded by its lock
-	bool linked;
 	RoceQp *roce;         // RoCE v2 device: the QP's transport (roce/roce.h)
 	// Raw packet QPs (raw.cpp). wq: the receive queue of an ibv_wq (no
 	// send queue; ibv_modify_wq moves it). rss: a receive-only QP that

@@ -13,21 +13,20 @@
 // so the calls made from noexcept paths (time-outs, destroy) cannot fail.
 #pragma once
 
+#include "placed.h"
+
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 namespace ov::usercm {
 
-inline constexpr size_t kNotDue = SIZE_MAX;
-
-// T: a type with `uint64_t deadline` and `size_t due_pos` (kNotDue when in
+// T: a type with `uint64_t deadline` and `size_t due_pos` (kNowhere when in
 // no heap). An element is in at most one heap at a time.
 template <class T> class DueHeap {
 public:
-	// Room for n elements (throws std::bad_alloc like std::vector).
-	void reserve(size_t n) { v_.reserve(n); }
+	// Room for n elements (throws std::bad_alloc).
+	void reserve(size_t n) { make_room(v_, n); }
 	size_t size() const noexcept { return v_.size(); }
 	bool empty() const noexcept { return v_.empty(); }
 	// The element due first, or nullptr.
@@ -58,7 +57,7 @@ public:
 			return;
 		size_t i = t->due_pos;
 		t->deadline = 0;
-		t->due_pos = kNotDue;
+		t->due_pos = kNowhere;
 		T *last = v_.back();
 		v_.pop_back();
 		if (last == t)

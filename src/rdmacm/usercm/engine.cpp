@@ -145,8 +145,8 @@ struct SoftId {
 	// Its time-out (ns, CLOCK_MONOTONIC; 0: none), kept only by set_due:
 	// the id is then in one of its source's heaps (due.h).
 	uint64_t deadline = 0;
-	size_t due_pos = kNotDue;
-	size_t src_pos = 0; // its place in src->ids
+	size_t due_pos = kNowhere;
+	size_t src_pos = kNowhere; // its place in src->ids
 	uint32_t links_accepted = 0; // a listener: links whose `listener` it is
 	uint32_t listener = 0; // a CONNECT_REQUEST's new id: its listener's handle
 	uint32_t psn = 0;   // our send PSN
@@ -209,7 +209,7 @@ public:
 	// std::bad_alloc); join() and set_due() then never allocate.
 	void reserve_one()
 	{
-		ids.reserve(ids.size() + 1);
+		make_room(ids, ids.size() + 1);
 		due_mad.reserve(ids.size() + 1);
 		due.reserve(ids.size() + 1);
 	}
@@ -898,11 +898,11 @@ struct Link {
 	std::string path;    // active: the listener socket it was made to
 	ino_t ino = 0;       // active: that socket's inode then
 	SoftId *listener = nullptr; // passive: the listener that accepted it, while it lives
-	size_t pos = 0;             // its place in g_links
+	size_t pos = kNowhere;      // its place in g_links
 	// Active: its path's links (link_group), its place among them and, with
-	// no connection on it, among the idle ones (kNotDue: not there).
+	// no connection on it, among the idle ones (kNowhere: not there).
 	PathLinks *group = nullptr;
-	size_t group_pos = kNotDue, idle_pos = kNotDue;
+	size_t group_pos = kNowhere, idle_pos = kNowhere;
 	uint32_t next_conn = 0;     // active: the last number given
 	std::unordered_map<uint32_t, SoftId *> conns;
 	Source *watcher = nullptr; // the one source whose epoll set has it
@@ -927,35 +927,18 @@ struct PathLinks {
 std::unordered_map<std::string, PathLinks> &g_links_to =
     *new std::unordered_map<std::string, PathLinks>;
 
-void idle_add(Link *l) noexcept
-{
-	PathLinks *g = l->group;
-	if (!g || l->idle_pos != kNotDue)
-		return;
-	l->idle_pos = g->idle.size();
-	g->idle.push_back(l); // room reserved by link_group
-}
-
-void idle_remove(Link *l) noexcept
-{
-	PathLinks *g = l->group;
-	if (!g || l->idle_pos == kNotDue)
-		return;
-	Link *last = g->idle.back();
-	g->idle[l->idle_pos] = last;
-	last->idle_pos = l->idle_pos;
-	g->idle.pop_back();
-	l->idle_pos = kNotDue;
-}
-
 // Whether active link l carries no connection (kept in its group's idle
-// list): called after every change of l->conns.
+// list, room made by link_group): called after every change of l->conns.
 void link_conns_changed(Link *l) noexcept
 {
-	if (l->conns.empty())
-		idle_add(l);
-	else
-		idle_remove(l);
+	PathLinks *g = l->group;
+	if (!g)
+		return;
+	bool listed = l->idle_pos != kNowhere;
+	if (l->conns.empty() && !listed)
+		place_back(g->idle, l, &Link::idle_pos);
+	else if (!l->conns.empty() && listed)
+		take_out(g->idle, l, &Link::idle_pos);
 }
 
 // Puts new active link l (its path set) in its path's group. Throws
@@ -963,11 +946,10 @@ void link_conns_changed(Link *l) noexcept
 void link_group(Link *l)
 {
 	PathLinks &g = g_links_to[l->path];
-	g.all.reserve(g.all.size() + 1);
-	g.idle.reserve(g.all.size() + 1);
+	make_room(g.all, g.all.size() + 1);
+	make_room(g.idle, g.all.size() + 1);
 	l->group = &g;
-	l->group_pos = g.all.size();
-	g.all.push_back(l);
+	place_back(g.all, l, &Link::group_pos);
 	link_conns_changed(l);
 }
 
@@ -976,11 +958,9 @@ void link_ungroup(Link *l) noexcept
 	PathLinks *g = l->group;
 	if (!g)
 		return;
-	idle_remove(l);
-	Link *last = g->all.back();
-	g->all[l->group_pos] = last;
-	last->group_pos = l->group_pos;
-	g->all.pop_back();
+	if (l->idle_pos != kNowhere)
+		take_out(g->idle, l, &Link::idle_pos);
+	take_out(g->all, l, &Link::group_pos);
 	l->group = nullptr;
 	if (g->all.empty())
 		g_links_to.erase(l->path);
@@ -1031,8 +1011,8 @@ Link *link_new(int fd, bool active, Source *src)
 	l->pid = self_pid();
 	l->active = active;
 	try {
-		l->pos = g_links.size();
-		g_links.push_back(l);
+		make_room(g_links, g_links.size() + 1);
+		place_back(g_links, l, &Link::pos);
 		link_watch(src, l);
 	} catch (...) {
 		if (!g_links.empty() && g_links.back() == l)
@@ -1069,10 +1049,7 @@ void link_close(Link *l)
 	link_ungroup(l);
 	if (!l->active && l->listener)
 		l->listener->links_accepted--;
-	Link *last = g_links.back(); // (the order of g_links means nothing)
-	g_links[l->pos] = last;
-	last->pos = l->pos;
-	g_links.pop_back();
+	take_out(g_links, l, &Link::pos); // (the order of g_links means nothing)
 	delete l;
 }
 
@@ -1289,18 +1266,14 @@ void set_deadline(SoftId *s, bool on)
 void Source::join(SoftId *s) noexcept
 {
 	s->src = this;
-	s->src_pos = ids.size();
-	ids.push_back(s); // within the room reserve_one made
+	place_back(ids, s, &SoftId::src_pos); // within the room reserve_one made
 }
 
 void Source::leave(SoftId *s) noexcept
 {
 	due_mad.remove(s);
 	due.remove(s);
-	SoftId *last = ids.back();
-	ids[s->src_pos] = last;
-	last->src_pos = s->src_pos;
-	ids.pop_back();
+	take_out(ids, s, &SoftId::src_pos);
 }
 
 Endpoint endpoint_of(const sockaddr *sa)
@@ -1788,11 +1761,14 @@ int link_to_listener(Source *src, uint16_t ps, const sockaddr *dst, Link *&out)
 				Link *l = g.idle[i];
 				if (!mine(l))
 					continue;
-				if (l->stale)
-					link_close(l); // (may end the group: i counts down to 0)
-				else if (!have || l->watcher == src)
-					have = l;
-				if (g_links_to.find(path) == g_links_to.end())
+				if (!l->stale) {
+					if (!have || l->watcher == src)
+						have = l;
+					continue;
+				}
+				bool last = g.all.size() == 1;
+				link_close(l); // the group goes with its last link
+				if (last)
 					break;
 			}
 		}

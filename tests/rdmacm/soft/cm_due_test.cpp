@@ -13,7 +13,7 @@ namespace {
 
 struct Node {
 	uint64_t deadline = 0;
-	size_t due_pos = kNotDue;
+	size_t due_pos = kNowhere;
 };
 
 } // namespace
@@ -35,7 +35,7 @@ TEST(CmDue, EarliestFirstAfterRandomSetsMovesAndRemovals)
 	uint64_t want = UINT64_MAX;
 	size_t in = 0;
 	for (const Node &n : nodes)
-		if (n.due_pos != kNotDue) {
+		if (n.due_pos != kNowhere) {
 			want = std::min(want, n.deadline);
 			in++;
 		} else {
@@ -50,7 +50,7 @@ TEST(CmDue, EarliestFirstAfterRandomSetsMovesAndRemovals)
 		EXPECT_GE(t->deadline, last);
 		last = t->deadline;
 		h.remove(t);
-		EXPECT_EQ(t->due_pos, kNotDue);
+		EXPECT_EQ(t->due_pos, kNowhere);
 		EXPECT_EQ(t->deadline, 0u);
 		ASSERT_TRUE(h.sound());
 	}
