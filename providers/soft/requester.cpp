@@ -1080,9 +1080,8 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 //     responder's own send completions move when it has one CQ for both.
 // Asked together, their misses overlap each other and the checks. Measured
 // with Debian's qperf on soft0 (a 2-CPU host, interleaved rounds):
-// rc_lat 0.43-0.47 -> 0.34-0.35 us, rc_rdma_write_lat 0.44-0.49 -> 0.33-0.35
-// us; perftest's ib_send_lat and ib_write_lat (separate buffers and CQs)
-// unchanged. Only prefetches: nothing is read that is not inside the
+// rc_lat 0.43-0.47 -> 0.32-0.36 us, rc_rdma_write_lat alike; perftest's
+// ib_send_lat and ib_write_lat (separate buffers and CQs) unchanged. Only prefetches: nothing is read that is not inside the
 // mapping, nothing is written, a stale cache or a damaged entry costs a
 // wasted hint. Plain RDMA WRITEs are left alone: their target is often the
 // line the responder spins on (ib_write_lat), which an early request would
