@@ -20,12 +20,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <functional>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <cstddef>
 #include <string>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -1062,6 +1064,112 @@ TEST(SoftHardening, CloseDeviceLeavesNoPeerDescriptorOrMapping)
 		<< (WIFSIGNALED(st) ? "killed by signal " : "status ")
 		<< (WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)) << "\n"
 		<< err;
+}
+
+// A fast SEND first asks the CPU for the responder's lines it will meet
+// (prefetch_message in providers/soft/requester.cpp), from the responder's
+// QP entry, its receive ring's header and its CQ's entry, all of which a
+// same-user peer can write. Damaged, they must cost nothing but a wasted
+// hint: no read outside the mapping, and the message still arrives once
+// the entry is whole again. Each case damages the entry while the responder
+// has no receive posted (so nothing is consumed), sends, restores, posts
+// the receive and checks both completions and the bytes.
+TEST(SoftHardening, FastMessageOverDamagedResponderEntries)
+{
+	Pair p;
+	ASSERT_TRUE(p.connect_pair(IBV_QPT_RC, kAllAccess, 7));
+	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft7";
+	int fd = open(path.c_str(), O_RDWR);
+	ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
+	struct stat st;
+	ASSERT_EQ(fstat(fd, &st), 0);
+	size_t size = size_t(st.st_size);
+	auto *seg = static_cast<uint8_t *>(
+		mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+	close(fd);
+	ASSERT_NE(seg, MAP_FAILED);
+	auto *hdr = reinterpret_cast<ovsoft::SegmentHeader *>(seg);
+	ovsoft::QpEntry &b = hdr->qps[p.b->qp_num - ovsoft::kQpnBase];
+	ASSERT_NE(b.recv_cq, 0u);
+	ovsoft::CqEntry &bcq = hdr->cqs[b.recv_cq - 1];
+	// A ring header of our own making in unused QP entries near the table's
+	// end (zeroed again at the end): geometry whose cells lie past the end.
+	const size_t fake = offsetof(ovsoft::SegmentHeader, qps) +
+			    (ovsoft::kMaxQps - 3) * sizeof(ovsoft::QpEntry);
+	ASSERT_LE(fake + sizeof(ovsoft::RingHeader),
+		  offsetof(ovsoft::SegmentHeader, qps) + sizeof(hdr->qps));
+	auto *fr = reinterpret_cast<ovsoft::RingHeader *>(seg + fake);
+	std::vector<uint8_t> fake_old(sizeof(ovsoft::RingHeader));
+	memcpy(fake_old.data(), seg + fake, fake_old.size());
+
+	void *src = aligned_alloc(4096, 4096), *dst = aligned_alloc(4096, 4096);
+	ASSERT_TRUE(src && dst);
+	Mr ms(ibv_reg_mr(p.pd.get(), src, 4096, kAllAccess));
+	Mr md(ibv_reg_mr(p.pd.get(), dst, 4096, kAllAccess));
+	ASSERT_TRUE(ms && md);
+	// One message: sent with the entry as damage() leaves it, then the
+	// entry restored and the receive posted; both completions must come.
+	auto message = [&](int n, const std::function<void()> &damage,
+			   const std::function<void()> &restore) {
+		memset(src, 'a' + n % 26, 64);
+		memset(dst, 0, 64);
+		damage();
+		int rc = post_one(p.a.get(), IBV_WR_SEND, src, 64, ms->lkey, 0, 0, 100 + n);
+		restore();
+		if (rc)
+			return ::testing::AssertionFailure() << "case " << n << ": post " << rc;
+		if (post_recv_one(p.b.get(), dst, 4096, md->lkey, 200 + n))
+			return ::testing::AssertionFailure() << "case " << n << ": post_recv";
+		ibv_wc wa = {}, wb = {};
+		if (!poll_one(p.cqb.get(), &wb) || wb.status != IBV_WC_SUCCESS ||
+		    wb.wr_id != uint64_t(200 + n))
+			return ::testing::AssertionFailure() << "case " << n << ": receive "
+							     << ibv_wc_status_str(wb.status);
+		if (!poll_one(p.cqa.get(), &wa) || wa.status != IBV_WC_SUCCESS ||
+		    wa.wr_id != uint64_t(100 + n))
+			return ::testing::AssertionFailure() << "case " << n << ": send "
+							     << ibv_wc_status_str(wa.status);
+		if (memcmp(src, dst, 64) != 0)
+			return ::testing::AssertionFailure() << "case " << n << ": bytes differ";
+		return ::testing::AssertionSuccess();
+	};
+	auto none = [] {};
+	// Warm the QP's caches (responder segment, source key) first.
+	ASSERT_TRUE(message(0, none, none));
+	const uint64_t rq_off = b.rq_ring.off, cq_off = bcq.ring.off;
+	const uint32_t recv_cq = b.recv_cq;
+	auto rq_at = [&](uint64_t off) { return [&b, off] { b.rq_ring.off = off; }; };
+	auto rq_back = [&] { b.rq_ring.off = rq_off; };
+	int n = 1;
+	// Far past the end (unmapped, or not even a canonical address), just
+	// past it, straddling it, wrapping around, and inside the header.
+	const uint64_t far = uint64_t(1) << 62, beyond = uint64_t(size) + (uint64_t(1) << 40);
+	for (uint64_t off : {far, beyond, uint64_t(size), uint64_t(size - 8), uint64_t(size - 100),
+			     ~uint64_t(0), ~uint64_t(0) - 100, uint64_t(8)})
+		EXPECT_TRUE(message(n++, rq_at(off), rq_back)) << "rq_ring.off " << off;
+	// The fake header: every cell past the mapping, whatever the position.
+	struct Geometry { uint32_t capacity, cell_size; uint64_t deq; };
+	for (Geometry g : {Geometry{0, 0xffffffff, 0xffffffff}, Geometry{0x80000000, 256, 0x7fffffff},
+			   Geometry{1, 0xffffffff, ~uint64_t(0)}, Geometry{0, 0, 0}}) {
+		fr->capacity = g.capacity;
+		fr->cell_size = g.cell_size;
+		fr->deq.store(g.deq);
+		EXPECT_TRUE(message(n++, rq_at(fake), rq_back)) << "capacity " << g.capacity;
+	}
+	memcpy(seg + fake, fake_old.data(), fake_old.size());
+	for (uint32_t cq : {0u, ovsoft::kMaxCqs + 1, ~0u})
+		EXPECT_TRUE(message(n++, [&b, cq] { b.recv_cq = cq; }, [&] { b.recv_cq = recv_cq; }))
+			<< "recv_cq " << cq;
+	for (uint64_t off : {far, beyond, uint64_t(size), ~uint64_t(0), uint64_t(size - 64),
+			     uint64_t(fake)})
+		EXPECT_TRUE(message(n++, [&bcq, off] { bcq.ring.off = off; },
+				    [&] { bcq.ring.off = cq_off; }))
+			<< "CQ ring.off " << off;
+	munmap(seg, size);
+	ms.reset();
+	md.reset();
+	free(src);
+	free(dst);
 }
 
 } // namespace
