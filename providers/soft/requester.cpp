@@ -1099,9 +1099,10 @@ static inline void prefetch_message(SoftQp *qp, const struct ibv_send_wr *wr)
 	if (!rseg || qp->rseg_pid != my_pid() || ds >= kMaxQps)
 		return;
 	const QpEntry &d = rseg->hdr->qps[ds];
-	// The ring header at offset off, when it lies inside the mapping.
+	// The ring header at offset off, when it lies inside the mapping and is
+	// aligned as a RingHeader must be (Segment::ring's first checks).
 	auto header = [rseg](uint64_t off) -> const RingHeader * {
-		if (!off || off > rseg->size || rseg->size - off < sizeof(RingHeader))
+		if (!off || (off & 63) || off > rseg->size || rseg->size - off < sizeof(RingHeader))
 			return nullptr;
 		return reinterpret_cast<const RingHeader *>(rseg->base + off);
 	};

@@ -1092,10 +1092,11 @@ TEST(SoftHardening, FastMessageOverDamagedResponderEntries)
 	ovsoft::QpEntry &b = hdr->qps[p.b->qp_num - ovsoft::kQpnBase];
 	ASSERT_NE(b.recv_cq, 0u);
 	ovsoft::CqEntry &bcq = hdr->cqs[b.recv_cq - 1];
-	// A ring header of our own making in unused QP entries near the table's
-	// end (zeroed again at the end): geometry whose cells lie past the end.
-	const size_t fake = offsetof(ovsoft::SegmentHeader, qps) +
-			    (ovsoft::kMaxQps - 3) * sizeof(ovsoft::QpEntry);
+	// A ring header of our own making (64-byte aligned, as a ring header
+	// must be) in unused QP entries near the table's end, put back as it was
+	// at the end: geometry whose cells lie past the end.
+	const size_t fake = (offsetof(ovsoft::SegmentHeader, qps) +
+			     (ovsoft::kMaxQps - 4) * sizeof(ovsoft::QpEntry) + 63) & ~size_t(63);
 	ASSERT_LE(fake + sizeof(ovsoft::RingHeader),
 		  offsetof(ovsoft::SegmentHeader, qps) + sizeof(hdr->qps));
 	auto *fr = reinterpret_cast<ovsoft::RingHeader *>(seg + fake);
@@ -1142,10 +1143,12 @@ TEST(SoftHardening, FastMessageOverDamagedResponderEntries)
 	auto rq_back = [&] { b.rq_ring.off = rq_off; };
 	int n = 1;
 	// Far past the end (unmapped, or not even a canonical address), just
-	// past it, straddling it, wrapping around, and inside the header.
+	// past it, straddling it, wrapping around, inside the header, and not
+	// aligned as a ring header (refused before any read: UBSan reports a
+	// misaligned RingHeader otherwise).
 	const uint64_t far = uint64_t(1) << 62, beyond = uint64_t(size) + (uint64_t(1) << 40);
 	for (uint64_t off : {far, beyond, uint64_t(size), uint64_t(size - 8), uint64_t(size - 100),
-			     ~uint64_t(0), ~uint64_t(0) - 100, uint64_t(8)})
+			     ~uint64_t(0), ~uint64_t(0) - 100, uint64_t(8), uint64_t(fake + 8)})
 		EXPECT_TRUE(message(n++, rq_at(off), rq_back)) << "rq_ring.off " << off;
 	// The fake header: every cell past the mapping, whatever the position.
 	struct Geometry { uint32_t capacity, cell_size; uint64_t deq; };
