@@ -1081,9 +1081,10 @@ static inline int fast_message_locked(SoftQp *qp, const struct ibv_send_wr *wr, 
 // Asked together, their misses overlap each other and the checks. Measured
 // with Debian's qperf on soft0 (a 2-CPU host, interleaved rounds):
 // rc_lat 0.43-0.47 -> 0.32-0.36 us, rc_rdma_write_lat alike; perftest's
-// ib_send_lat and ib_write_lat (separate buffers and CQs) unchanged. Only prefetches: nothing is read that is not inside the
-// mapping, nothing is written, a stale cache or a damaged entry costs a
-// wasted hint. Plain RDMA WRITEs are left alone: their target is often the
+// ib_send_lat and ib_write_lat (separate buffers and CQs) unchanged. Only
+// prefetches: ring headers are read only where Segment::ring would read
+// them (ring_header_at), nothing is written, a stale cache or a damaged
+// entry costs a wasted hint. Plain RDMA WRITEs are left alone: their target is often the
 // line the responder spins on (ib_write_lat), which an early request would
 // take from it one more time.
 static inline void prefetch_message(SoftQp *qp, const struct ibv_send_wr *wr)
@@ -1099,15 +1100,8 @@ static inline void prefetch_message(SoftQp *qp, const struct ibv_send_wr *wr)
 	if (!rseg || qp->rseg_pid != my_pid() || ds >= kMaxQps)
 		return;
 	const QpEntry &d = rseg->hdr->qps[ds];
-	// The ring header at offset off, when it lies inside the mapping and is
-	// aligned as a RingHeader must be (Segment::ring's first checks).
-	auto header = [rseg](uint64_t off) -> const RingHeader * {
-		if (!off || (off & 63) || off > rseg->size || rseg->size - off < sizeof(RingHeader))
-			return nullptr;
-		return reinterpret_cast<const RingHeader *>(rseg->base + off);
-	};
 	uint64_t rq = __atomic_load_n(&d.rq_ring.off, __ATOMIC_RELAXED);
-	if (const RingHeader *r = header(rq)) {
+	if (const RingHeader *r = rseg->ring_header_at(rq)) {
 		uint64_t pos = r->deq.load(std::memory_order_relaxed);
 		uint64_t cell = rq + sizeof(RingHeader) + (pos & (r->capacity - 1)) * uint64_t(r->cell_size);
 		if (cell < rseg->size)
@@ -1115,8 +1109,8 @@ static inline void prefetch_message(SoftQp *qp, const struct ibv_send_wr *wr)
 	}
 	uint32_t cq = __atomic_load_n(&d.recv_cq, __ATOMIC_RELAXED) - 1;
 	if (cq < kMaxCqs)
-		if (const RingHeader *r = header(__atomic_load_n(&rseg->hdr->cqs[cq].ring.off,
-								    __ATOMIC_RELAXED)))
+		if (const RingHeader *r = rseg->ring_header_at(
+			    __atomic_load_n(&rseg->hdr->cqs[cq].ring.off, __ATOMIC_RELAXED)))
 			__builtin_prefetch(&r->enq);
 }
 

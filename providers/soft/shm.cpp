@@ -276,9 +276,9 @@ RingHeader *Segment::ring(const RingLoc &loc) const
 	// carry off = 0), and the bounds checks alone make it safe.
 	uint64_t off = __atomic_load_n(&loc.off, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(off != 0, 1)) {
-		if (off < hdr->arena_offset || (off & 63) || off + sizeof(RingHeader) > size)
+		RingHeader *r = ring_header_at(off);
+		if (!r)
 			return nullptr;
-		auto *r = reinterpret_cast<RingHeader *>(base + off);
 		uint32_t cap = r->capacity, cell = r->cell_size;
 		if (r->magic != kRingMagic || cap < 2 || (cap & (cap - 1)) || cell < 16 || cell % 8)
 			return nullptr;

@@ -452,6 +452,18 @@ struct Segment {
 	// The ring `loc` names, mapped into this process, or nullptr when the
 	// locator or the ring header is out of bounds, stale or damaged.
 	RingHeader *ring(const RingLoc &loc) const;
+	// The ring header at arena offset off when it lies past the tables,
+	// inside the mapping and aligned as a RingHeader must be; nullptr
+	// otherwise. Reads nothing of the header (its fields are the caller's
+	// to check): the bounds under Segment::ring and the fast message's
+	// prefetch (requester.cpp).
+	RingHeader *ring_header_at(uint64_t off) const
+	{
+		if (off < hdr->arena_offset || (off & 63) || off > size ||
+		    size - off < sizeof(RingHeader))
+			return nullptr;
+		return reinterpret_cast<RingHeader *>(base + off);
+	}
 	// Locator of the arena ring at offset `off`.
 	static RingLoc arena_loc(uint64_t off) { return RingLoc{RING_ARENA, 0, off, -1, 0, 0, 0}; }
 };

@@ -1092,16 +1092,14 @@ TEST(SoftHardening, FastMessageOverDamagedResponderEntries)
 	ovsoft::QpEntry &b = hdr->qps[p.b->qp_num - ovsoft::kQpnBase];
 	ASSERT_NE(b.recv_cq, 0u);
 	ovsoft::CqEntry &bcq = hdr->cqs[b.recv_cq - 1];
-	// A ring header of our own making (64-byte aligned, as a ring header
-	// must be) in unused QP entries near the table's end, put back as it was
-	// at the end: geometry whose cells lie past the end.
-	const size_t fake = (offsetof(ovsoft::SegmentHeader, qps) +
-			     (ovsoft::kMaxQps - 4) * sizeof(ovsoft::QpEntry) + 63) & ~size_t(63);
-	ASSERT_LE(fake + sizeof(ovsoft::RingHeader),
-		  offsetof(ovsoft::SegmentHeader, qps) + sizeof(hdr->qps));
-	auto *fr = reinterpret_cast<ovsoft::RingHeader *>(seg + fake);
-	std::vector<uint8_t> fake_old(sizeof(ovsoft::RingHeader));
-	memcpy(fake_old.data(), seg + fake, fake_old.size());
+	const uint64_t rq_off = b.rq_ring.off, cq_off = bcq.ring.off;
+	const uint32_t recv_cq = b.recv_cq;
+	// The responder's own receive ring header (in the arena, so where a
+	// ring header may be), its geometry damaged and put back as it was:
+	// cells that lie past the end whatever the position.
+	ASSERT_GT(rq_off, 0u);
+	ASSERT_LE(rq_off + sizeof(ovsoft::RingHeader), size);
+	auto *fr = reinterpret_cast<ovsoft::RingHeader *>(seg + rq_off);
 
 	void *src = aligned_alloc(4096, 4096), *dst = aligned_alloc(4096, 4096);
 	ASSERT_TRUE(src && dst);
@@ -1137,34 +1135,41 @@ TEST(SoftHardening, FastMessageOverDamagedResponderEntries)
 	auto none = [] {};
 	// Warm the QP's caches (responder segment, source key) first.
 	ASSERT_TRUE(message(0, none, none));
-	const uint64_t rq_off = b.rq_ring.off, cq_off = bcq.ring.off;
-	const uint32_t recv_cq = b.recv_cq;
 	auto rq_at = [&](uint64_t off) { return [&b, off] { b.rq_ring.off = off; }; };
 	auto rq_back = [&] { b.rq_ring.off = rq_off; };
 	int n = 1;
 	// Far past the end (unmapped, or not even a canonical address), just
-	// past it, straddling it, wrapping around, inside the header, and not
-	// aligned as a ring header (refused before any read: UBSan reports a
-	// misaligned RingHeader otherwise).
+	// past it, straddling it, wrapping around (aligned, so only the bounds
+	// check stands between it and a header 64 bytes before the mapping),
+	// inside the header, and not aligned as a ring header (refused before
+	// any read: UBSan reports a misaligned RingHeader otherwise).
 	const uint64_t far = uint64_t(1) << 62, beyond = uint64_t(size) + (uint64_t(1) << 40);
+	const uint64_t wraps = ~uint64_t(63);
 	for (uint64_t off : {far, beyond, uint64_t(size), uint64_t(size - 8), uint64_t(size - 100),
-			     ~uint64_t(0), ~uint64_t(0) - 100, uint64_t(8), uint64_t(fake + 8)})
+			     ~uint64_t(0), ~uint64_t(0) - 100, wraps, uint64_t(8), rq_off + 8})
 		EXPECT_TRUE(message(n++, rq_at(off), rq_back)) << "rq_ring.off " << off;
-	// The fake header: every cell past the mapping, whatever the position.
+	// The damaged geometry: every cell past the mapping, whatever the position.
 	struct Geometry { uint32_t capacity, cell_size; uint64_t deq; };
 	for (Geometry g : {Geometry{0, 0xffffffff, 0xffffffff}, Geometry{0x80000000, 256, 0x7fffffff},
 			   Geometry{1, 0xffffffff, ~uint64_t(0)}, Geometry{0, 0, 0}}) {
-		fr->capacity = g.capacity;
-		fr->cell_size = g.cell_size;
-		fr->deq.store(g.deq);
-		EXPECT_TRUE(message(n++, rq_at(fake), rq_back)) << "capacity " << g.capacity;
+		const Geometry was = {fr->capacity, fr->cell_size, fr->deq.load()};
+		auto damage = [&] {
+			fr->capacity = g.capacity;
+			fr->cell_size = g.cell_size;
+			fr->deq.store(g.deq);
+		};
+		auto restore = [&] {
+			fr->capacity = was.capacity;
+			fr->cell_size = was.cell_size;
+			fr->deq.store(was.deq);
+		};
+		EXPECT_TRUE(message(n++, damage, restore)) << "capacity " << g.capacity;
 	}
-	memcpy(seg + fake, fake_old.data(), fake_old.size());
 	for (uint32_t cq : {0u, ovsoft::kMaxCqs + 1, ~0u})
 		EXPECT_TRUE(message(n++, [&b, cq] { b.recv_cq = cq; }, [&] { b.recv_cq = recv_cq; }))
 			<< "recv_cq " << cq;
-	for (uint64_t off : {far, beyond, uint64_t(size), ~uint64_t(0), uint64_t(size - 64),
-			     uint64_t(fake)})
+	for (uint64_t off : {far, beyond, uint64_t(size), ~uint64_t(0), wraps, uint64_t(size - 64),
+			     rq_off})
 		EXPECT_TRUE(message(n++, [&bcq, off] { bcq.ring.off = off; },
 				    [&] { bcq.ring.off = cq_off; }))
 			<< "CQ ring.off " << off;
