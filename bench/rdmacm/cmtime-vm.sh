@@ -17,7 +17,10 @@
 # table of the client's steps timed per step). The build tree must be visible to the guest
 # (not under /tmp or /run). Environment: BENCH_ROUNDS (3),
 # BENCH_CONNECTIONS (100), VM_BENCH_TIMEOUT (whole guest, s, 1800),
-# VM_BENCH_TEST_TIMEOUT (per program, s, 300).
+# VM_BENCH_TEST_TIMEOUT (per program, s, 300), BENCH_ASLR (off: the guest's
+# address-space randomisation is off during the runs; on keeps it) and
+# BENCH_WARMUP (1: untimed rounds of each configuration first); why:
+# cmtime-group.sh.
 # Exit status: 0 targets met, 1 a target not met, 2 no measurement.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,6 +57,9 @@ med() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { print $4 }' "$num" | media
 all() { awk -v c="$1" -v s="$2" '$1 == c && $3 == s { printf "%s%s", sep, $4; sep = " " }' "$num"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.1f", a / b }'; }
 rounds=$(awk '$1 != "floor" && $1 != "steps" { print $2 }' "$num" | sort -u | wc -l)
+# settings.txt: "aslr VALUE warmup N" (cmtime-group.sh).
+read -r _ aslr _ warm < "$res/logs/$name/settings.txt" 2>/dev/null
+echo "guest: kernel.randomize_va_space=${aslr:-?} (BENCH_ASLR=on keeps 2), ${warm:-0} untimed warm-up round(s) of each configuration; both: cmtime-group.sh's comment"
 echo "cmtime, us per connection (median of $rounds rounds, $(grep -h -m1 -o 'cmtime -s [^ ]* -p [0-9]* -c [0-9]*' "$res/logs/$name/cmtime-soft0-1.log" 2>/dev/null | awk '{print $NF}') connections); results $res"
 printf '%-14s %10s %12s %10s %12s %10s  %s\n' step soft0 rxe0-debian "rxe/soft" rxe0-ours "rxe/soft" "target rxe0-debian/soft0 >= 10"
 met=1

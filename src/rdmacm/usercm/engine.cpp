@@ -35,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -618,9 +619,20 @@ uint64_t now_ns()
 	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
+// Ports, PSNs, communication ids and transaction ids: unpredictable enough
+// that two processes do not pick the same, not secrets. Seeded from
+// getrandom(2), not std::random_device: libstdc++'s probes the CPU with
+// CPUID first, an exit to the hypervisor in a virtual machine (the largest
+// single cost of a process's first rdma_resolve_addr on this project's
+// build host).
 std::mt19937 &rng()
 {
-	static std::mt19937 gen{std::random_device{}()};
+	static std::mt19937 gen{[] {
+		uint32_t seed;
+		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != ssize_t(sizeof(seed)))
+			seed = uint32_t(now_ns()) ^ uint32_t(getpid()) << 16;
+		return seed;
+	}()};
 	return gen;
 }
 
