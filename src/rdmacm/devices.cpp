@@ -7,6 +7,7 @@
 
 #include <infiniband/ib.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <cstring>
@@ -18,7 +19,10 @@ namespace {
 
 struct Library {
 	std::mutex mu;
-	bool ready = false;
+	// Set (release, under mu) once the device list is in; read first
+	// without mu: every id and channel call asks, after the first only
+	// this load.
+	std::atomic<bool> ready{false};
 	std::vector<ibv_device **> lists; // every device list taken (kept: devs point into them)
 	std::deque<Device> devs;	   // a deque: ids keep Device pointers across growth
 	int abi = 4;
@@ -149,9 +153,11 @@ void probe_af_ib() noexcept
 int init() noexcept
 {
 	Library &l = lib();
+	if (l.ready.load(std::memory_order_acquire))
+		return 0;
 	{
 		std::lock_guard<std::mutex> g(l.mu);
-		if (l.ready)
+		if (l.ready.load(std::memory_order_relaxed))
 			return 0;
 		if (read_abi(l.abi))
 			return fail(EPERM);
@@ -171,7 +177,7 @@ int init() noexcept
 			ibv_free_device_list(list);
 			return fail(ENOMEM);
 		}
-		l.ready = true;
+		l.ready.store(true, std::memory_order_release);
 	}
 	probe_af_ib();
 	return 0;

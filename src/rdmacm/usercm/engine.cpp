@@ -235,11 +235,13 @@ struct SoftDevices {
 	std::vector<std::string> roce_if;
 };
 
+// Listed once, on first use (a function-local static: after that a call is
+// one load of its guard; std::call_once cost a thousand instructions a call,
+// and every resolution and route query asks several times).
 const SoftDevices &soft_devices()
 {
-	static SoftDevices d;
-	static std::once_flag once;
-	std::call_once(once, [] {
+	static const SoftDevices devices = [] {
+		SoftDevices d;
 		int n = 0;
 		ibv_device **list = ibv_get_device_list(&n);
 		std::vector<std::string> env_if = roce_interfaces_from_env();
@@ -269,8 +271,9 @@ const SoftDevices &soft_devices()
 		}
 		if (list)
 			ibv_free_device_list(list);
-	});
-	return d;
+		return d;
+	}();
+	return devices;
 }
 
 bool is_roce(int dev) { return dev >= kRoceDeviceBase; }
