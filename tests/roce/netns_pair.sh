@@ -32,6 +32,9 @@
 # listens (its socket in /dev/shm/openverbs-65534/cm).
 # OVROCE_READY_UDP=PORT (with OVROCE_CM): the client starts once the
 # server's UDP port PORT is bound instead (datagram rsockets: udpong).
+# OVROCE_NO_DROPS=1 (with VERBS_LOG_LEVEL=3): both devices' counters at
+# close must show no datagram dropped (a CM MAD that found no receive
+# posted on QP1 counts as a "state" drop).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
 # Exit 77 (skipped) when not root or without network namespaces.
@@ -177,6 +180,16 @@ if [ -n "${OVROCE_MALFORMED_MAD:-}" ] && [ $src -eq 0 ]; then
   for reason in length header attribute reserved field; do
     grep -q "malformed CM MAD dropped ($reason;" "$logdir/server" ||
       { echo "FAIL: no malformed CM MAD dropped as '$reason'"; src=1; }
+  done
+fi
+if [ -n "${OVROCE_NO_DROPS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
+  for side in server client; do
+    line=$(grep "datagrams in,.* dropped:" "$logdir/$side" | tail -1)
+    case $line in
+      *"dropped: none") ;;
+      "") echo "FAIL: $side: no device counters (VERBS_LOG_LEVEL=3?)"; src=1 ;;
+      *) echo "FAIL: $side: ${line##*dropped: } dropped"; src=1 ;;
+    esac
   done
 fi
 if [ -n "$malformed" ] && [ $src -eq 0 ]; then

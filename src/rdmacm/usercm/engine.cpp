@@ -2760,7 +2760,16 @@ public:
 // source's epoll set; whichever source runs reads it and hands the events
 // to the ids' own sources.
 
-constexpr int kGsiRecv = 64, kGsiSend = 64;
+// Receives kept posted on QP1. A MAD that finds none is dropped (UD), and
+// its sender tries again only after a second: with 64, the DREQs of 1000
+// connections closed at once (each sent twice) overflowed the queue before
+// the progress thread reposted, and cmtime's disconnect over sroce took 8 s
+// instead of 30 ms (ucmatose -c 1000: 3,350 MADs dropped). The kernel's MAD
+// layer keeps 512 (ib_mad's recv_queue_size), served in the kernel; this
+// one shares the CPUs with the application's threads: 4096 slots, 1.2 MB
+// per sroce device a process uses the CM on. Sends are copied into the
+// device's own buffers when posted, so their slots are free at once.
+constexpr int kGsiRecv = 4096, kGsiSend = 64;
 constexpr size_t kGsiRecvSlot = 40 + mad::kMadBytes; // the GRH area, then the MAD
 
 struct Gsi {
