@@ -489,11 +489,12 @@ static int roce_query_port(struct ibv_context *context, uint8_t port, struct ibv
 		return EINVAL;
 	RoceCtx *rc = to_sctx(context)->roce;
 	// The port's state follows the interface's, read at each query (an
-	// interface brought up after the device was opened makes it active).
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool up = s >= 0 ? link_up(s, rc->ifname) : rc->up;
-	if (s >= 0)
-		close(s);
+	// interface brought up after the device was opened makes it active),
+	// through the device's own UDP socket: it lives as long as the device
+	// and is in the interface's network namespace (a socket made here for
+	// each query cost two more system calls, and the CM queries the port
+	// several times per connection).
+	bool up = link_up(rc->fd, rc->ifname);
 	memset(attr, 0, sizeof(*attr));
 	attr->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	attr->max_mtu = IBV_MTU_4096;
