@@ -625,9 +625,9 @@ uint64_t now_ns()
 // Ports, PSNs, communication ids and transaction ids: unpredictable enough
 // that two processes do not pick the same, not secrets. Seeded from
 // getrandom(2), not std::random_device: libstdc++'s probes the CPU with
-// CPUID first, an exit to the hypervisor in a virtual machine (the largest
-// single cost of a process's first rdma_resolve_addr on this project's
-// build host).
+// CPUID first, an exit to the hypervisor in a virtual machine (the dearest
+// user-space function of a process's first rdma_resolve_addr in a perf
+// profile on this project's build host, itself a virtual machine).
 std::mt19937 &rng()
 {
 	static std::mt19937 gen{[] {
