@@ -14,8 +14,11 @@
 #include <dirent.h>
 #include <ifaddrs.h>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <net/if.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace ov::usercm {
@@ -400,14 +403,42 @@ void roce_gid_of(const sockaddr *sa, uint8_t gid[16])
 
 uint8_t roce_ib_mtu(const std::string &ifname)
 {
+	// The interface's MTU is read at most once a second per interface (the
+	// sroce provider refreshes its GID table on the same terms): the CM
+	// asks for the port of an id several times per connection, and each
+	// read was a socket, an ioctl and a close.
+	struct Known {
+		uint8_t mtu;
+		uint64_t at_ns;
+	};
+	static std::mutex mu;
+	static std::unordered_map<std::string, Known> known;
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+	{
+		std::lock_guard<std::mutex> g(mu);
+		auto it = known.find(ifname);
+		if (it != known.end() && now - it->second.at_ns < 1000000000ull)
+			return it->second.mtu;
+	}
 	ifreq ifr;
 	if (!if_ioctl(ifname, SIOCGIFMTU, ifr))
 		return 0;
 	const uint32_t overhead = 40 + 8 + 12 + 16 + 4 + 4;
+	uint8_t mtu = IBV_MTU_256; // as the provider: never below its smallest
 	for (int e = IBV_MTU_4096; e >= IBV_MTU_256; e--)
-		if ((128u << e) + overhead <= uint32_t(ifr.ifr_mtu))
-			return uint8_t(e);
-	return IBV_MTU_256; // as the provider: never below its smallest
+		if ((128u << e) + overhead <= uint32_t(ifr.ifr_mtu)) {
+			mtu = uint8_t(e);
+			break;
+		}
+	try {
+		std::lock_guard<std::mutex> g(mu);
+		known[ifname] = Known{mtu, now};
+	} catch (...) {
+		// Not remembered: read again next time.
+	}
+	return mtu;
 }
 
 std::string addr_key(const sockaddr *sa)

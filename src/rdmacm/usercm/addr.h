@@ -70,7 +70,8 @@ void roce_gid_of(const sockaddr *sa, uint8_t gid[16]);
 // The IB MTU (enum ibv_mtu, 1..5) the sroce device on `ifname` reports:
 // the largest whose biggest packet (IPv6, UDP, BTH, RETH, ImmDt and ICRC
 // around the payload: 84 bytes) fits the interface MTU, and at least
-// IBV_MTU_256; 0 when the interface is missing.
+// IBV_MTU_256; 0 when the interface is missing. The interface's MTU is
+// read at most once a second (an answer may be up to a second old).
 uint8_t roce_ib_mtu(const std::string &ifname);
 
 // Socket-path spelling of an address: hex of its bytes, or any4/any6.
