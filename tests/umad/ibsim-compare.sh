@@ -99,7 +99,12 @@ run_tools() { # NAME LIBPATH
       SIM_HOST=$host LD_PRELOAD=$preload timeout 20 $cmd > "out-$1.$n" 2>&1 < /dev/null
     fi
     echo "rc=$?" >> "out-$1.$n"
-    sed -i -e 's/\[[0-9]*\]/[PID]/g' -e 's/generated on .*/generated on DATE/' "out-$1.$n"
+    # perfquery's traffic counters tally every MAD of the fabric so far,
+    # opensm's sweeps included, so they depend on opensm's timing (CI under
+    # load saw 184 packets in one run, 185 in the other): their values are
+    # masked, their lines still compared.
+    sed -i -e 's/\[[0-9]*\]/[PID]/g' -e 's/generated on .*/generated on DATE/' \
+      -e 's/^\(Port\(Xmit\|Rcv\)\(Data\|Pkts\):\.*\)[0-9][0-9]*$/\1N/' "out-$1.$n"
     printf '%s\t%s\n' "$n" "$host $cmd" >> "index-$1"
   done
   stop
