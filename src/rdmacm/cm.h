@@ -66,6 +66,12 @@ struct Channel {
 	uint32_t users = 0;
 	std::atomic<bool> dead{false};
 
+	// With both sources: whether the software CM's is looked at first, and
+	// how many events in a row the source looked at first has given (a
+	// hint shared by the channel's readers: channel.cpp, Channel::next).
+	std::atomic<bool> soft_first{false};
+	std::atomic<uint32_t> streak{0};
+
 	// Next raw event of either source, blocking unless pub.fd is O_NONBLOCK.
 	int next(RawEvent &ev) noexcept;
 };

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <thread>
+#include <vector>
 
 namespace ov::cm {
 bool af_ib_support() noexcept;
@@ -423,6 +424,62 @@ TEST_F(Ucma, NonBlockingChannelWithoutEvent)
 	EXPECT_EQ(rdma_get_cm_event(ch, nullptr), -1);
 	EXPECT_EQ(errno, EINVAL);
 	fcntl(ch->fd, F_SETFL, fl);
+}
+
+// With both CMs, a channel looks first at the CM that gave its last event
+// (channel.cpp, Channel::next), but never lets the other's events wait
+// behind more than 64 of its own: a kernel CM event that arrives while 200
+// of the software CM's are queued is reported among the next 65, and every
+// event of both is reported once.
+TEST_F(Ucma, BothCmsShareTheChannelFairly)
+{
+	ov::cm::set_lazy_kernel_ids(true);
+	constexpr int kSoft = 200;
+	std::vector<rdma_cm_id *> soft(kSoft);
+	sockaddr_in lo = ip4("127.0.0.1", 20000);
+	for (rdma_cm_id *&id : soft) {
+		ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+		ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&lo), 2000), 0)
+			<< strerror(errno);
+	}
+	EXPECT_TRUE(f().of(fake::CREATE_ID).empty()); // all the software CM's
+	rdma_cm_event *ev;
+	ASSERT_EQ(rdma_get_cm_event(ch, &ev), 0) << strerror(errno); // now looks at soft first
+	EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+
+	rdma_cm_id *kid;
+	uint32_t h = f().next_id;
+	ASSERT_EQ(rdma_create_id(ch, &kid, nullptr, RDMA_PS_TCP), 0);
+	sockaddr_in dst = ip4("10.77.0.2", 20000); // not an address of this host
+	ASSERT_EQ(rdma_resolve_addr(kid, nullptr, reinterpret_cast<sockaddr *>(&dst), 2000), 0);
+	f().events.push_back({reinterpret_cast<uintptr_t>(kid), h, RDMA_CM_EVENT_ADDR_RESOLVED, 0, {}, 0, 0, 0});
+
+	int soft_seen = 1, kernel_at = -1;
+	for (int n = 0; n < kSoft; n++) {
+		ASSERT_EQ(rdma_get_cm_event(ch, &ev), 0) << strerror(errno);
+		EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+		if (ev->id == kid) {
+			EXPECT_EQ(kernel_at, -1);
+			kernel_at = n;
+		} else {
+			soft_seen++;
+		}
+		rdma_ack_cm_event(ev);
+	}
+	EXPECT_EQ(soft_seen, kSoft);
+	EXPECT_GE(kernel_at, 0);
+	EXPECT_LE(kernel_at, 64);
+	int fl = fcntl(ch->fd, F_GETFL);
+	ASSERT_EQ(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1); // nothing left in either
+	EXPECT_EQ(errno, EAGAIN);
+	fcntl(ch->fd, F_SETFL, fl);
+	for (rdma_cm_id *id : soft)
+		EXPECT_EQ(rdma_destroy_id(id), 0);
+	f().events_reported = 1;
+	EXPECT_EQ(rdma_destroy_id(kid), 0);
+	ov::cm::set_lazy_kernel_ids(false);
 }
 
 TEST_F(Ucma, MulticastJoinAndLeave)
