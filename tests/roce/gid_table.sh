@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs gid_table (GID table kept current) on sroce0 over one end of a veth
+# Runs gid_table (GID table and port MTU kept current) on sroce0 over one end of a veth
 # pair in a network namespace of its own. Root (exit 77 otherwise).
 #   gid_table.sh LIBDIR GID_TABLE_BINARY
 set -u

@@ -125,13 +125,15 @@ static int read_interface(RoceCtx *rc)
 	struct ifreq ifr = {};
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", rc->ifname);
 	int rc_mtu = ioctl(s, SIOCGIFMTU, &ifr);
-	rc->if_mtu = rc_mtu == 0 ? uint32_t(ifr.ifr_mtu) : 1500;
+	uint32_t mtu = rc_mtu == 0 ? uint32_t(ifr.ifr_mtu) : 1500;
+	rc->if_mtu.store(mtu, std::memory_order_relaxed);
+	rc->active_mtu.store(ib_mtu_for(mtu), std::memory_order_relaxed);
+	rc->mtu_read_ns.store(now_ns(), std::memory_order_relaxed);
 	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
 	if (ioctl(s, SIOCGIFHWADDR, &ifr) == 0)
 		memcpy(rc->mac, ifr.ifr_hwaddr.sa_data, 6);
 	rc->up = link_up(s, rc->ifname);
 	close(s);
-	rc->active_mtu = ib_mtu_for(rc->if_mtu);
 	uint8_t e[8];
 	eui64(rc->mac, e);
 	rc->guid = 0;
@@ -222,6 +224,27 @@ void roce_refresh_gids(RoceCtx *rc, bool force)
 	pthread_mutex_unlock(&rc->lock);
 }
 
+enum ibv_mtu roce_refresh_mtu(RoceCtx *rc, bool force)
+{
+	uint64_t now = now_ns();
+	if ((force || now - rc->mtu_read_ns.load(std::memory_order_relaxed) >= 1000000000ull) &&
+	    rc->fd >= 0) {
+		struct ifreq ifr = {};
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", rc->ifname);
+		if (ioctl(rc->fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
+			uint32_t mtu = uint32_t(ifr.ifr_mtu);
+			if (mtu != rc->if_mtu.load(std::memory_order_relaxed))
+				softlog(3, "%s: MTU %u -> %u (IB %u)", rc->ifname,
+					rc->if_mtu.load(std::memory_order_relaxed), mtu,
+					roce_mtu_bytes(ib_mtu_for(mtu)));
+			rc->if_mtu.store(mtu, std::memory_order_relaxed);
+			rc->active_mtu.store(ib_mtu_for(mtu), std::memory_order_relaxed);
+		}
+		rc->mtu_read_ns.store(now, std::memory_order_relaxed);
+	}
+	return rc->active_mtu.load(std::memory_order_relaxed);
+}
+
 static int open_socket(RoceCtx *rc)
 {
 	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -287,7 +310,9 @@ static int open_socket(RoceCtx *rc)
 	int granted = 0;
 	socklen_t gl = sizeof(granted);
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &gl);
-	uint32_t per = (roce_mtu_bytes(rc->active_mtu) + 256 + 4095) / 4096 * 4096 + 512;
+	// (Sized for the MTU at open: an MTU raised later, up to the largest
+	// IB MTU, at most doubles a datagram's charge, inside the margin.)
+	uint32_t per = (roce_mtu_bytes(rc->active_mtu.load()) + 256 + 4095) / 4096 * 4096 + 512;
 	rc->window = std::clamp<uint32_t>(uint32_t(granted) / (4 * per), 8, kRoceMaxWindow);
 	return 0;
 }
@@ -372,7 +397,8 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 		return e;
 	}
 	softlog(3, "sroce%d on %s: ifindex %d, MTU %u (IB %u), %u GIDs", dev->index - kRoceIndexBase,
-		rc->ifname, rc->ifindex, rc->if_mtu, roce_mtu_bytes(rc->active_mtu), rc->ngids);
+		rc->ifname, rc->ifindex, rc->if_mtu.load(), roce_mtu_bytes(rc->active_mtu.load()),
+		rc->ngids);
 	return 0;
 }
 
@@ -498,7 +524,7 @@ static int roce_query_port(struct ibv_context *context, uint8_t port, struct ibv
 	memset(attr, 0, sizeof(*attr));
 	attr->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	attr->max_mtu = IBV_MTU_4096;
-	attr->active_mtu = rc->active_mtu;
+	attr->active_mtu = roce_refresh_mtu(rc, false);
 	attr->gid_tbl_len = kRoceMaxGids;
 	attr->port_cap_flags = IBV_PORT_IP_BASED_GIDS;
 	attr->max_msg_sz = kMaxMsgSize;
@@ -655,7 +681,10 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 	RoceCtx *rc = qp->ctx->roce;
 	if (!attr)
 		return EINVAL;
-	if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu > rc->active_mtu)
+	// A path MTU above the port's is refused, after a fresh look at the
+	// interface (the CM may have seen its MTU raised first).
+	if ((mask & IBV_QP_PATH_MTU) && attr->path_mtu > rc->active_mtu.load() &&
+	    attr->path_mtu > roce_refresh_mtu(rc, true))
 		return EINVAL;
 	if (mask & IBV_QP_AV)
 		roce_refresh_gids(rc, false);

@@ -124,8 +124,12 @@ struct RoceCtx {
 	int ifindex;
 	uint8_t mac[6];
 	uint64_t guid;            // EUI-64 of the MAC (host order)
-	uint32_t if_mtu;
-	enum ibv_mtu active_mtu;  // largest IB MTU whose packets fit if_mtu
+	// The interface's MTU and the largest IB MTU whose packets fit it: read
+	// at open and again at most once a second (roce_refresh_mtu), as the
+	// kernel's rxe follows the interface's MTU changes.
+	std::atomic<uint32_t> if_mtu{0};
+	std::atomic<enum ibv_mtu> active_mtu{IBV_MTU_256};
+	std::atomic<uint64_t> mtu_read_ns{0};
 	bool up;                  // IFF_UP and IFF_RUNNING at open
 	RoceGid gids[kRoceMaxGids]; // under lock (roce_refresh_gids)
 	uint32_t ngids;
@@ -307,6 +311,9 @@ void roce_close(SoftContext *ctx);
 const struct verbs_context_ops &roce_context_ops();
 int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid);
 void roce_refresh_gids(RoceCtx *rc, bool force);
+// Reads the interface's MTU again (through the device's socket) when the
+// last read is a second old or force is set; returns the port's active MTU.
+enum ibv_mtu roce_refresh_mtu(RoceCtx *rc, bool force);
 int roce_query_gid_entry(SoftContext *ctx, uint32_t port, uint32_t index,
 			 struct ibv_gid_entry *entry);
 

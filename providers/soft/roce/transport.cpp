@@ -1832,7 +1832,7 @@ static int ud_send(SoftQp *qp, SoftWr &w)
 	if (!ah.is_global || ah.grh.sgid_index >= rc->ngids || !rc->gids[ah.grh.sgid_index].valid)
 		return EINVAL;
 	uint64_t len = sge_total(w);
-	uint32_t mtu = roce_mtu_bytes(rc->active_mtu);
+	uint32_t mtu = roce_mtu_bytes(roce_refresh_mtu(rc, false));
 	uint8_t *pb = tx_slot(qp->ctx->roce);
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 	if (len > mtu)
@@ -1969,7 +1969,7 @@ void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state nex
 			memcpy(r->src, rc->gids[si].gid.raw, 16);
 			r->mtu = roce_mtu_bytes(a.path_mtu);
 		} else {
-			r->mtu = roce_mtu_bytes(rc->active_mtu);
+			r->mtu = roce_mtu_bytes(roce_refresh_mtu(rc, false));
 		}
 		r->epsn = a.rq_psn & kPsnMask;
 		r->plain_ack_psn = psn_add(r->epsn, kPsnMask);
