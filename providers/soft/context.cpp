@@ -140,6 +140,11 @@ static void *progress_main(void *arg)
 	auto *ctx = static_cast<SoftContext *>(arg);
 	uint64_t last_watch = 0, last_reap = now_ns();
 	while (!ctx->stop.load()) {
+		// A wake-up that comes while this pass runs is not lost: the
+		// wait below does not start when one came.
+		pthread_mutex_lock(&ctx->wake_lock);
+		uint64_t wakes = ctx->wakes;
+		pthread_mutex_unlock(&ctx->wake_lock);
 		uint64_t now = now_ns();
 		uint64_t next_due = now + 20000000ull;
 		pthread_mutex_lock(&ctx->lock);
@@ -159,6 +164,12 @@ static void *progress_main(void *arg)
 			watchdog(ctx);
 			last_watch = now;
 		}
+		// Without QPs there is nothing to watch: the next look is the
+		// segment's reaping (every 2 s), not 50 wake-ups a second for an
+		// idle process (a server between its connections); a new QP
+		// wakes the thread (ensure_thread).
+		if (!ctx->qps)
+			next_due = std::max(last_reap + 2000000000ull, now + 20000000ull);
 		pthread_mutex_unlock(&ctx->lock);
 		peer_map_reclaim(); // retired peer mappings no section uses any more
 		if (now - last_reap > 2000000000ull) {
@@ -175,7 +186,7 @@ static void *progress_main(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&ctx->wake_lock);
-		if (!ctx->stop.load())
+		if (!ctx->stop.load() && ctx->wakes == wakes)
 			pthread_cond_timedwait(&ctx->wake, &ctx->wake_lock, &ts);
 		pthread_mutex_unlock(&ctx->wake_lock);
 	}
@@ -184,8 +195,10 @@ static void *progress_main(void *arg)
 
 void ensure_thread(SoftContext *ctx)
 {
-	if (ctx->thread_started)
+	if (ctx->thread_started) {
+		wake_progress(ctx); // it may sleep for seconds while there is no QP
 		return;
+	}
 	ctx->stop.store(false);
 	if (pthread_create(&ctx->thread, nullptr, progress_main, ctx) == 0)
 		ctx->thread_started = true;

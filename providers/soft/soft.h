@@ -110,6 +110,7 @@ struct SoftContext {
 	std::atomic<bool> stop;
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
+	uint64_t wakes; // wake_progress calls, under wake_lock: none is lost
 	SoftPd *dead_pds;   // freed parent domains (under lock; freed at close)
 	SoftTd *dead_tds;   // freed thread domains (under lock; freed at close)
 	SoftContext *next_ctx; // global list (exit handler)
@@ -466,6 +467,7 @@ static inline void td_guard_unlock(std::atomic<bool> *g) { guard_unlock(g); }
 static inline void wake_progress(SoftContext *ctx)
 {
 	pthread_mutex_lock(&ctx->wake_lock);
+	ctx->wakes++;
 	pthread_cond_signal(&ctx->wake);
 	pthread_mutex_unlock(&ctx->wake_lock);
 }
