@@ -166,8 +166,9 @@ static void *progress_main(void *arg)
 		}
 		// Without QPs there is nothing to watch: the next look is the
 		// segment's reaping (every 2 s), not 50 wake-ups a second for an
-		// idle process (a server between its connections); a new QP
-		// wakes the thread (ensure_thread).
+		// idle process (a server between its connections); the next QP
+		// wakes the thread (qp_link).
+		ctx->long_sleep = !ctx->qps;
 		if (!ctx->qps)
 			next_due = std::max(last_reap + 2000000000ull, now + 20000000ull);
 		pthread_mutex_unlock(&ctx->lock);
@@ -195,10 +196,8 @@ static void *progress_main(void *arg)
 
 void ensure_thread(SoftContext *ctx)
 {
-	if (ctx->thread_started) {
-		wake_progress(ctx); // it may sleep for seconds while there is no QP
+	if (ctx->thread_started)
 		return;
-	}
 	ctx->stop.store(false);
 	if (pthread_create(&ctx->thread, nullptr, progress_main, ctx) == 0)
 		ctx->thread_started = true;

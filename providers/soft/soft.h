@@ -105,6 +105,7 @@ struct SoftContext {
 	uint32_t async_ino; // inode of the pipe (peers check it)
 	pthread_mutex_t lock;
 	SoftQp *qps;        // this context's QPs (progress thread, watchdog)
+	bool long_sleep;    // under lock: the progress thread sleeps for seconds (no QP)
 	pthread_t thread;
 	bool thread_started;
 	std::atomic<bool> stop;
