@@ -6,6 +6,7 @@
 #include "../log.h"
 #include "addr.h"
 #include "due.h"
+#include "event_queue.h"
 #include "common/env.h"
 #include "mad.h"
 #include "wire.h"
@@ -200,7 +201,7 @@ public:
 	bool signalled = false, dispatching = false;
 	std::atomic<int> waiting{0}; // threads inside next()
 	uint64_t keys[2] = {};
-	std::deque<RawEvent> ready;
+	EventQueue<RawEvent> ready;
 	std::vector<SoftId *> ids; // each knows its place (SoftId::src_pos)
 	// The ids with a time-out: those that speak the IB CM on QP1 (the
 	// progress thread runs them too) and the others.
@@ -1992,8 +1993,9 @@ public:
 		// are dropped, as the kernel drops what nobody has read.
 		uint32_t pending = 0;
 		if (s->src->waiting.load() > 0)
-			for (auto &e : s->src->ready)
+			s->src->ready.for_each([&](const RawEvent &e) {
 				pending += e.handle == s->handle && e.event != RDMA_CM_EVENT_CONNECT_REQUEST;
+			});
 		events_reported = s->reported + pending;
 		if (s->mad) {
 			// As the kernel's CM: a connection goes with DREQ, a
@@ -2701,6 +2703,11 @@ public:
 			return 0;
 		try {
 			nsrc->reserve_one();
+			// Room for the id's events in the new source: moving them
+			// below cannot fail.
+			size_t mine = 0;
+			old->ready.for_each([&](const RawEvent &e) { mine += e.handle == s->handle; });
+			nsrc->ready.reserve(nsrc->ready.size() + mine);
 		} catch (...) {
 			return ENOMEM;
 		}
@@ -2722,14 +2729,8 @@ public:
 		}
 		uint64_t due = s->deadline;
 		old->leave(s);
-		for (auto it = old->ready.begin(); it != old->ready.end();) {
-			if (it->handle == s->handle) {
-				push(nsrc, std::move(*it));
-				it = old->ready.erase(it);
-			} else {
-				++it;
-			}
-		}
+		old->ready.extract_if([&](const RawEvent &e) { return e.handle == s->handle; },
+				      [&](RawEvent &&e) { push(nsrc, std::move(e)); });
 		if (old->ready.empty())
 			clear_eventfd(old);
 		nsrc->join(s);
@@ -2740,12 +2741,11 @@ public:
 
 	static void drop_events(Source *src, uint32_t handle)
 	{
-		for (auto it = src->ready.begin(); it != src->ready.end();) {
-			if (it->handle == handle && it->event != RDMA_CM_EVENT_CONNECT_REQUEST)
-				it = src->ready.erase(it);
-			else
-				++it;
-		}
+		src->ready.extract_if(
+			[&](const RawEvent &e) {
+				return e.handle == handle && e.event != RDMA_CM_EVENT_CONNECT_REQUEST;
+			},
+			[](RawEvent &&) {});
 		if (src->ready.empty())
 			clear_eventfd(src);
 	}
@@ -3540,8 +3540,7 @@ int Source::next(RawEvent &ev, bool block) noexcept
 		{
 			std::lock_guard<std::recursive_mutex> g(g_lock);
 			if (!ready.empty()) {
-				ev = std::move(ready.front());
-				ready.pop_front();
+				ev = ready.take_front();
 				if (ready.empty())
 					clear_eventfd(this);
 				else
