@@ -110,3 +110,33 @@ TEST(EventQueue, ReserveMakesPushesInfallible)
 	EXPECT_EQ(q.size(), 100u);
 	EXPECT_EQ(q.take_front().n, 0);
 }
+
+TEST(EventQueue, BurstMemoryIsGivenBackWhenEmpty)
+{
+	using Q = EventQueue<Ev>;
+	Q q;
+	const int big = int(Q::kKeepEvents) + 1; // grows past what is kept
+	for (int i = 0; i < 1000; i++)
+		q.push_back(Ev{i, nullptr});
+	while (!q.empty())
+		q.take_front();
+	EXPECT_EQ(q.capacity(), 1024u); // kept for the next burst
+	for (int i = 0; i < big; i++)
+		q.push_back(Ev{i, nullptr});
+	EXPECT_EQ(q.capacity(), 2 * Q::kKeepEvents);
+	for (int i = 0; i < big - 1; i++)
+		EXPECT_EQ(q.take_front().n, i);
+	EXPECT_EQ(q.capacity(), 2 * Q::kKeepEvents); // not empty yet
+	EXPECT_EQ(q.take_front().n, big - 1);
+	EXPECT_EQ(q.capacity(), 0u);
+	q.push_back(Ev{5, nullptr});
+	EXPECT_EQ(q.take_front().n, 5);
+	for (int i = 0; i < big; i++)
+		q.push_back(Ev{i, nullptr});
+	q.extract_if([](const Ev &) { return true; }, [](Ev &&) {});
+	EXPECT_EQ(q.capacity(), 0u);
+	for (int i = 0; i < big; i++)
+		q.push_back(Ev{i, nullptr});
+	q.clear();
+	EXPECT_EQ(q.capacity(), 0u);
+}
