@@ -48,6 +48,17 @@ static enum ibv_mtu ib_mtu_for(uint32_t if_mtu)
 
 // ------------------------------------------------------------------ device
 
+// Takes `mtu`, the interface's MTU read at `now`: the port's active MTU follows.
+static void store_mtu(RoceCtx *rc, uint32_t mtu, uint64_t now)
+{
+	uint32_t was = rc->if_mtu.load(std::memory_order_relaxed);
+	if (was && mtu != was)
+		softlog(3, "%s: MTU %u -> %u (IB %u)", rc->ifname, was, mtu, roce_mtu_bytes(ib_mtu_for(mtu)));
+	rc->if_mtu.store(mtu, std::memory_order_relaxed);
+	rc->active_mtu.store(ib_mtu_for(mtu), std::memory_order_relaxed);
+	rc->mtu_read_ns.store(now, std::memory_order_relaxed);
+}
+
 struct verbs_device *roce_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
 {
 	const char *name = sysfs_dev->ibdev_name;
@@ -125,10 +136,7 @@ static int read_interface(RoceCtx *rc)
 	struct ifreq ifr = {};
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", rc->ifname);
 	int rc_mtu = ioctl(s, SIOCGIFMTU, &ifr);
-	uint32_t mtu = rc_mtu == 0 ? uint32_t(ifr.ifr_mtu) : 1500;
-	rc->if_mtu.store(mtu, std::memory_order_relaxed);
-	rc->active_mtu.store(ib_mtu_for(mtu), std::memory_order_relaxed);
-	rc->mtu_read_ns.store(now_ns(), std::memory_order_relaxed);
+	store_mtu(rc, rc_mtu == 0 ? uint32_t(ifr.ifr_mtu) : 1500, now_ns());
 	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
 	if (ioctl(s, SIOCGIFHWADDR, &ifr) == 0)
 		memcpy(rc->mac, ifr.ifr_hwaddr.sa_data, 6);
@@ -231,16 +239,10 @@ enum ibv_mtu roce_refresh_mtu(RoceCtx *rc, bool force)
 	    rc->fd >= 0) {
 		struct ifreq ifr = {};
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", rc->ifname);
-		if (ioctl(rc->fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
-			uint32_t mtu = uint32_t(ifr.ifr_mtu);
-			if (mtu != rc->if_mtu.load(std::memory_order_relaxed))
-				softlog(3, "%s: MTU %u -> %u (IB %u)", rc->ifname,
-					rc->if_mtu.load(std::memory_order_relaxed), mtu,
-					roce_mtu_bytes(ib_mtu_for(mtu)));
-			rc->if_mtu.store(mtu, std::memory_order_relaxed);
-			rc->active_mtu.store(ib_mtu_for(mtu), std::memory_order_relaxed);
-		}
-		rc->mtu_read_ns.store(now, std::memory_order_relaxed);
+		if (ioctl(rc->fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
+			store_mtu(rc, uint32_t(ifr.ifr_mtu), now);
+		else
+			rc->mtu_read_ns.store(now, std::memory_order_relaxed);
 	}
 	return rc->active_mtu.load(std::memory_order_relaxed);
 }
