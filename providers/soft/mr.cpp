@@ -557,7 +557,8 @@ static void keep_dontfork(uintptr_t start, size_t len)
 // when it has already put the new mapping there (with MAP_FIXED: only a
 // mapping whose bytes were all in place before it became visible, so no
 // write made after the swap is overwritten). False, nothing changed, when
-// the range cannot be protected or moved.
+// the range cannot be protected or moved. Once `fill` has returned a new
+// mapping, it is replace_range's: moved into place, or unmapped on failure.
 template <class Fill>
 static bool replace_range(uintptr_t start, size_t len, bool shmem_source, bool alone, Fill fill)
 {
@@ -615,12 +616,15 @@ static Privatized privatize(uintptr_t start, uintptr_t end, uint32_t ino, uint64
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
 		return PRIV_FAILED;
+	bool filled = false; // replace_range owns p from then on (unmaps it on failure)
 	bool ok = replace_range(start, len, true, alone, [&](void *at) {
+		filled = true;
 		copy_pages(p, at, len);
 		return p;
 	});
 	if (!ok) {
-		sys_munmap(p, len);
+		if (!filled)
+			sys_munmap(p, len);
 		softlog(2, "registered pages at %#lx (%lu bytes) stay backed by a shared file: "
 			   "they could not be write protected to copy them back",
 			(unsigned long)start, (unsigned long)len);
