@@ -334,8 +334,11 @@ struct Vma {
 // True when the mappings of [start, end) cover it without a gap and `ok`
 // holds for each of them (called in address order). Asks the kernel with
 // PROCMAP_QUERY, one mapping at a time; reads /proc/self/maps where the
-// kernel lacks it.
-template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred ok)
+// kernel lacks it. Without `names` a file mapping's path is not asked for
+// (the kernel builds it for every query that has room for it) and Vma::anon
+// is false for a mapping with a file behind it only: a named anonymous
+// mapping or a stack counts as anonymous then.
+template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, bool names, Pred ok)
 {
 	if (g_maps_fd < 0)
 		g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -347,8 +350,10 @@ template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred
 		ProcmapQuery q = {};
 		q.size = sizeof(q);
 		q.query_addr = covered;
-		q.vma_name_addr = uintptr_t(name);
-		q.vma_name_size = sizeof(name);
+		if (names) {
+			q.vma_name_addr = uintptr_t(name);
+			q.vma_name_size = sizeof(name);
+		}
 		if (ioctl(g_maps_fd, kProcmapQuery, &q) != 0) {
 			if (errno == ENOENT) // a gap
 				return false;
@@ -407,7 +412,7 @@ template <class Pred> static bool every_vma(uintptr_t start, uintptr_t end, Pred
 // that each mapping puts file offset off at address start.
 static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino, uint64_t off)
 {
-	return every_vma(start, end, [&](const Vma &v) {
+	return every_vma(start, end, false, [&](const Vma &v) {
 		return uint32_t(v.inode) == ino && v.shared && v.offset + start == off + v.start;
 	});
 }
@@ -416,7 +421,7 @@ static bool still_mapped_from(uintptr_t start, uintptr_t end, uint32_t ino, uint
 // not a stack, not named, not executable).
 static bool anon_private_rw(uintptr_t start, uintptr_t end)
 {
-	return every_vma(start, end, [](const Vma &v) {
+	return every_vma(start, end, true, [](const Vma &v) {
 		return v.anon && v.readable && v.writable && !v.executable && !v.shared;
 	});
 }
