@@ -418,9 +418,4 @@ static inline bool responder_alive(SoftQp *qp, Segment *rseg, QpEntry &d)
 	return responder_alive_slow(qp, rseg, d);
 }
 
-// SEND_WITH_INV's invalidation of the window checked as `inv`: only if its
-// entry still holds exactly that (keys.h): a window deallocated, reused or
-// rebound since is someone else's now and stays as it is.
-void invalidate_window(const KeySnap &inv);
-
 } // namespace ovsoft

@@ -182,4 +182,15 @@ static inline bool key_range_ok(const KeySnap &m, uint64_t addr, uint64_t len)
 	return off <= m.length && len <= m.length - off;
 }
 
+// Whether window snapshot m may be used through responder QP dqpn: bound,
+// to that QP if it is of type 2, and its region unchanged since the bind
+// (responder.cpp).
+bool window_usable(Segment *seg, const KeySnap &m, uint32_t dqpn);
+
+// SEND_WITH_INV's invalidation of the window checked as `inv`: only if its
+// entry still holds exactly that: a window deallocated, reused or rebound
+// since is someone else's now and stays as it is (responder.cpp; the RoCE
+// transport's responder uses it too).
+void invalidate_window(const KeySnap &inv);
+
 } // namespace ovsoft

@@ -52,7 +52,11 @@ static ExecResult retry_later(SoftQp *qp, SoftWr &w, bool rnr, uint32_t rnr_time
 	return EX_WAIT;
 }
 
-static ExecResult exec_local(SoftQp *qp, SoftWr &w)
+// The key-table work of local operation w (IBV_WR_LOCAL_INV: unbind a type 2
+// window of this process; IBV_WR_BIND_MW: bind or unbind a window): its
+// completion status, the completion itself left to the caller. Shared with
+// the RoCE transport (soft.h).
+enum ibv_wc_status run_local_op(SoftQp *qp, SoftWr &w)
 {
 	Segment *seg = qp->ctx->seg;
 	if (w.opcode == IBV_WR_LOCAL_INV) {
@@ -71,16 +75,13 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 				ok = true;
 			}
 		}
-		complete_send(qp, w, ok ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR, 0);
-		return ok ? EX_DONE : EX_FAILED;
+		return ok ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
 	}
 	// IBV_WR_BIND_MW
 	auto *mw = reinterpret_cast<SoftMw *>(w.mw);
 	const struct ibv_mw_bind_info &b = w.bind;
-	if (mw->slot >= kMaxMrs) {
-		complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
-		return EX_FAILED;
-	}
+	if (mw->slot >= kMaxMrs)
+		return IBV_WC_MW_BIND_ERR;
 	MrEntry &me = seg->hdr->mrs[mw->slot];
 	KeySnap cur, mr = {};
 	bool ok = key_snapshot(me, cur) && cur.kind == KEY_MW &&
@@ -96,10 +97,8 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 			ok = false;
 	}
 	// The window as checked, or nothing (it changed meanwhile).
-	if (!ok || !key_write_lock_if(me, cur.seq)) {
-		complete_send(qp, w, IBV_WC_MW_BIND_ERR, 0);
-		return EX_FAILED;
-	}
+	if (!ok || !key_write_lock_if(me, cur.seq))
+		return IBV_WC_MW_BIND_ERR;
 	kst(me.key, w.bind_rkey);
 	if (b.length) {
 		kst(me.parent, b.mr->lkey >> 8);
@@ -121,8 +120,14 @@ static ExecResult exec_local(SoftQp *qp, SoftWr &w)
 	kst(me.bound_qpn, cur.mw_type == IBV_MW_TYPE_2 ? qp->qpn : 0u);
 	key_write_unlock(me, cur.seq);
 	mw->mw.rkey = w.bind_rkey;
-	complete_send(qp, w, IBV_WC_SUCCESS, 0);
-	return EX_DONE;
+	return IBV_WC_SUCCESS;
+}
+
+static ExecResult exec_local(SoftQp *qp, SoftWr &w)
+{
+	enum ibv_wc_status st = run_local_op(qp, w);
+	complete_send(qp, w, st, 0);
+	return st == IBV_WC_SUCCESS ? EX_DONE : EX_FAILED;
 }
 
 static ExecResult exec_ud(SoftQp *qp, SoftWr &w)

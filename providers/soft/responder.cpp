@@ -441,7 +441,7 @@ DeliverResult deliver(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntry *xsrq,
 
 // Whether window snapshot m may be used through responder QP dqpn: bound,
 // to that QP if it is of type 2, and its region unchanged since the bind.
-static bool window_usable(Segment *seg, const KeySnap &m, uint32_t dqpn)
+bool window_usable(Segment *seg, const KeySnap &m, uint32_t dqpn)
 {
 	if (!m.parent)
 		return false; // unbound window

@@ -560,6 +560,9 @@ void flush_rq(SoftQp *qp);
 // the lane of a thread-domain send CQ, else the send CQ's shared ring; the
 // opcode follows w's (completer.cpp, for transports other than the engine's).
 void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t len);
+// The key-table work of local operation w (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV)
+// on qp's device: its completion status (requester.cpp).
+enum ibv_wc_status run_local_op(SoftQp *qp, SoftWr &w);
 // After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
 // to its owner when the armed limit is crossed (completer.cpp).
 void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);

@@ -14,6 +14,19 @@
  * 3. Atomics: COUNT fetch-and-adds of 1 on a server counter must return 0 ..
  *    COUNT-1 in order, then a compare-and-swap of COUNT for 0 must find COUNT
  *    (an atomic executed twice would show).
+ * 4. With -w, memory windows and fences, after step 3: the server binds a
+ *    type 2 window (ibv_post_send, IBV_WR_BIND_MW: remote read and write)
+ *    and a type 1 window (ibv_bind_mw: remote read only) over its first SIZE
+ *    bytes. Then COUNT rounds: the client READs the bytes through the type 1
+ *    window and sends a SEND marked IBV_SEND_FENCE; the server, on its
+ *    arrival, writes the next round's bytes there. The READ must hold the
+ *    round's bytes: without the fence, a READ whose responses were lost is
+ *    asked for again after the SEND and reads the next round's. Then the
+ *    client WRITEs through the type 2 window (read back through the type 1
+ *    one), sends a SEND with invalidate naming it (the server's completion
+ *    must say IBV_WC_WITH_INV and the R_Key), and WRITEs through it once
+ *    more: that must fail with a remote access error (the client's QP then
+ *    is in the error state).
  * With -u, an unreliable-datagram check instead: the client sends COUNT
  * datagrams of SIZE bytes (at most the path MTU), datagram i starting with i
  * and filled from a generator seeded with i; the server counts what arrives:
@@ -126,6 +139,191 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 		exit(1);
 	}
 	return wc;
+}
+
+/* The next completion, whatever its status. */
+static struct ibv_wc wait_wc(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	int n;
+	unsigned long spins = 0;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		if (++spins % 100000 == 0)
+			peer_alive();
+	if (n < 0)
+		die("poll_cq");
+	return wc;
+}
+
+struct windows {
+	uint32_t rkey2, rkey1;
+	uint64_t addr;
+};
+
+static void post_recv_one(struct ibv_qp *qp, struct ibv_mr *mr, uint8_t *at, uint32_t len,
+			  uint64_t id)
+{
+	struct ibv_sge sge = {(uintptr_t)at, len, mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("post_recv");
+}
+
+/* Step 4, the server's side: the windows over buf[0, size), the fence
+ * rounds, the invalidation. Returns the number of failures. */
+static int windows_server(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *cq,
+			  struct ibv_mr *mr, uint8_t *buf, size_t size, int count, uint8_t *scratch)
+{
+	int bad = 0;
+	struct ibv_mw *w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2), *w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	if (!w2 || !w1)
+		die("alloc_mw");
+	for (int r = 0; r <= count; r++) /* the fence SENDs and the SEND with invalidate */
+		post_recv_one(qp, mr, scratch, 64, 100u + (uint64_t)r);
+	char c = 'w', got;
+	xfer(g_sock, &c, &got, 1); /* the client's steps 2 and 3 are over: buf is ours */
+	fill(buf, size, 7000u);
+	struct ibv_send_wr wr = {.wr_id = 10, .opcode = IBV_WR_BIND_MW,
+				 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+	wr.bind_mw.mw = w2;
+	wr.bind_mw.rkey = ibv_inc_rkey(w2->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		mr, (uintptr_t)buf, size, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+	if (ibv_post_send(qp, &wr, &badwr))
+		die("post_send bind_mw");
+	struct ibv_wc wc = wait_one(cq);
+	if (wc.opcode != IBV_WC_BIND_MW)
+		die("type 2 bind: wrong completion");
+	struct ibv_mw_bind mb = {.wr_id = 11, .send_flags = IBV_SEND_SIGNALED,
+				 .bind_info = {mr, (uintptr_t)buf, size, IBV_ACCESS_REMOTE_READ}};
+	if (ibv_bind_mw(qp, w1, &mb))
+		die("ibv_bind_mw");
+	wc = wait_one(cq);
+	if (wc.opcode != IBV_WC_BIND_MW)
+		die("type 1 bind: wrong completion");
+	/* A type 2 window's R_Key is the one the bind asked for (Debian's rxe
+	 * provider leaves mw->rkey as it was; a type 1 bind updates it). */
+	struct windows k = {wr.bind_mw.rkey, w1->rkey, (uintptr_t)buf}, unused;
+	xfer(g_sock, &k, &unused, sizeof(k));
+	for (int r = 0; r < count; r++) {
+		wc = wait_one(cq);
+		if (wc.opcode != IBV_WC_RECV || wc.wr_id != 100u + (uint64_t)r)
+			die("fence round: not the round's SEND");
+		fill(buf, size, 7001u + (uint32_t)r); /* the READ before it must not see this */
+		xfer(g_sock, &c, &got, 1);        /* the next round reads these bytes */
+	}
+	wc = wait_one(cq);
+	/* Debian's rxe provider hands the kernel's flag bits through as they
+	 * are, and the kernel's "with invalidate" is bit 2 (IBV_WC_IP_CSUM_OK's
+	 * bit in libibverbs; seen in the test bed: flags 0x5 and the R_Key):
+	 * that is accepted from a device named rxe* only. */
+	unsigned inv_flag = IBV_WC_WITH_INV;
+	if (!strncmp(ibv_get_device_name(pd->context->device), "rxe", 3))
+		inv_flag |= 1u << 2;
+	if (wc.opcode != IBV_WC_RECV || !(wc.wc_flags & inv_flag) ||
+	    wc.invalidated_rkey != k.rkey2) {
+		fprintf(stderr, "rc_check: SEND with invalidate: flags %#x, R_Key %#x (window %#x)\n",
+			wc.wc_flags, wc.invalidated_rkey, k.rkey2);
+		bad++;
+	}
+	c = bad ? 'x' : 'i';
+	xfer(g_sock, &c, &got, 1); /* the client's last WRITE comes after this */
+	xfer(g_sock, &c, &got, 1); /* the client is done with the windows */
+	ibv_dealloc_mw(w1);
+	ibv_dealloc_mw(w2);
+	printf("windows: type 1 and 2 bound, %d fenced rounds served, SEND with invalidate %s\n",
+	       count, bad ? "wrong" : "reported");
+	return bad + (got != 'i');
+}
+
+/* Step 4, the client's side. Returns the number of failures. */
+static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr, uint8_t *src,
+			  uint8_t *dst, size_t size, int count)
+{
+	int bad = 0;
+	struct windows k, unused = {0};
+	char c = 'w', got;
+	xfer(g_sock, &c, &got, 1); /* steps 2 and 3 are over */
+	xfer(g_sock, &unused, &k, sizeof(k));
+	uint8_t *want = malloc(size);
+	struct ibv_send_wr *badwr;
+	for (int r = 0; r < count; r++) {
+		memset(dst, 0, size);
+		struct ibv_sge rs = {(uintptr_t)dst, (uint32_t)size, mr->lkey};
+		struct ibv_send_wr rd = {.wr_id = 20, .sg_list = &rs, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED};
+		rd.wr.rdma.remote_addr = k.addr;
+		rd.wr.rdma.rkey = k.rkey1;
+		struct ibv_sge ss = {(uintptr_t)src, 8, mr->lkey};
+		struct ibv_send_wr sd = {.wr_id = 21, .sg_list = &ss, .num_sge = 1,
+					 .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE};
+		rd.next = &sd;
+		if (ibv_post_send(qp, &rd, &badwr))
+			die("post_send read + fenced send");
+		wait_one(cq);
+		wait_one(cq);
+		fill(want, size, 7000u + (uint32_t)r);
+		if (memcmp(dst, want, size)) {
+			fill(want, size, 7001u + (uint32_t)r);
+			fprintf(stderr, "rc_check: fence round %d: the READ %s\n", r,
+				memcmp(dst, want, size) ? "read wrong bytes"
+							: "saw bytes written after the fenced SEND");
+			bad++;
+		}
+		xfer(g_sock, &c, &got, 1); /* the server has written the next round's */
+	}
+	/* WRITE through the type 2 window, read back through the type 1 one. */
+	fill(src, size, 8000u);
+	struct ibv_sge ws = {(uintptr_t)src, (uint32_t)size, mr->lkey};
+	struct ibv_send_wr w = {.wr_id = 22, .sg_list = &ws, .num_sge = 1,
+				.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+	w.wr.rdma.remote_addr = k.addr;
+	w.wr.rdma.rkey = k.rkey2;
+	if (ibv_post_send(qp, &w, &badwr))
+		die("post_send write through window");
+	wait_one(cq);
+	memset(dst, 0, size);
+	struct ibv_sge rs = {(uintptr_t)dst, (uint32_t)size, mr->lkey};
+	struct ibv_send_wr rd = {.wr_id = 23, .sg_list = &rs, .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED};
+	rd.wr.rdma.remote_addr = k.addr;
+	rd.wr.rdma.rkey = k.rkey1;
+	if (ibv_post_send(qp, &rd, &badwr))
+		die("post_send read through window");
+	wait_one(cq);
+	if (memcmp(dst, src, size)) {
+		fprintf(stderr, "rc_check: the WRITE through the type 2 window read back wrong\n");
+		bad++;
+	}
+	struct ibv_sge ss = {(uintptr_t)src, 8, mr->lkey};
+	struct ibv_send_wr inv = {.wr_id = 24, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED};
+	inv.invalidate_rkey = k.rkey2;
+	if (ibv_post_send(qp, &inv, &badwr))
+		die("post_send send with invalidate");
+	wait_one(cq);
+	c = 'i';
+	xfer(g_sock, &c, &got, 1);
+	if (got != 'i')
+		bad++;
+	/* It must fail now: the type 2 window is invalidated (the error takes
+	 * the QP to the error state: the last step). */
+	w.wr_id = 25;
+	if (ibv_post_send(qp, &w, &badwr))
+		die("post_send write through invalidated window");
+	struct ibv_wc wc = wait_wc(cq);
+	if (wc.status != IBV_WC_REM_ACCESS_ERR) {
+		fprintf(stderr, "rc_check: WRITE through the invalidated window: %s\n",
+			ibv_wc_status_str(wc.status));
+		bad++;
+	}
+	xfer(g_sock, &c, &got, 1);
+	free(want);
+	printf("windows: %d fenced READs saw their round's bytes, WRITE and READ through windows, "
+	       "access after SEND with invalidate %s\n", count,
+	       wc.status == IBV_WC_REM_ACCESS_ERR ? "refused" : "NOT refused");
+	return bad;
 }
 
 /* Polls for one completion for up to idle_ms; 0 when none came. */
@@ -294,9 +492,9 @@ static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size
 int main(int argc, char **argv)
 {
 	const char *dev_name = NULL;
-	int gidx = 0, port = 18515, count = 200, opt, ud = 0;
+	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:u")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uw")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -304,7 +502,8 @@ int main(int argc, char **argv)
 		case 'n': count = atoi(optarg); break;
 		case 's': size = (size_t)strtoul(optarg, NULL, 0); break;
 		case 'u': ud = 1; break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u] [SERVER]");
+		case 'w': windows = 1; break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [SERVER]");
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;
@@ -331,13 +530,14 @@ int main(int argc, char **argv)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 2 * count + 16, NULL, NULL, 0);
 	/* [0, count*size): send/write target; then count*size read-back; then the counter */
-	size_t bytes = 2 * (size_t)count * size + 64;
+	size_t bytes = 2 * (size_t)count * size + 128; /* counter, result, -w receive slot */
 	uint8_t *buf = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
 	memset(buf, 0, bytes);
 	uint64_t *counter = (uint64_t *)(buf + 2 * (size_t)count * size);
 	struct ibv_mr *mr = ibv_reg_mr(pd, buf, bytes,
 				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+					       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+					       (windows ? IBV_ACCESS_MW_BIND : 0));
 	if (!pd || !cq || !mr)
 		die("pd/cq/mr");
 	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
@@ -415,6 +615,9 @@ int main(int argc, char **argv)
 		 * the same slots (a receiver held off its CPU until then used to
 		 * see the writes' bytes in message 0). */
 		xfer(s, &sync, &got, 1);
+		if (windows)
+			bad_count += windows_server(pd, qp, cq, mr, buf, size, count,
+						    buf + 2 * (size_t)count * size + 16);
 	} else {
 		uint8_t *src = buf + (size_t)count * size;
 		/* 1. SENDs, up to 16 outstanding, message i from the i-th slot of
@@ -489,6 +692,8 @@ int main(int argc, char **argv)
 		}
 		printf("atomics: %d fetch-and-adds and a compare-and-swap, %s\n", count,
 		       bad_count ? "wrong" : "every value as expected");
+		if (windows)
+			bad_count += windows_client(qp, cq, mr, src, buf, size, count);
 	}
 	char done = bad_count ? 'x' : 'd';
 	xfer(s, &done, &got, 1); /* nobody destroys a QP the other still needs */

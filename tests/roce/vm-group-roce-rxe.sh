@@ -46,6 +46,9 @@ both ib_write_lat ib_write_lat -x -n 200 -F
 # checked byte for byte and value for value.
 rcc=$OV_BUILD_DIR/bin/roce_rc_check
 both rc_check "$rcc" -g -n 20 -s 65536
+# rc_check -w: memory windows (type 1 and 2), SEND with invalidate and
+# IBV_SEND_FENCE between the kernel's rxe and our device, both directions.
+both rc_check-windows "$rcc" -g -n 10 -s 65536 -w
 # The same, and UD (rc_check -u), with the kernel's netem on both ends of the
 # link: 1 % each of loss, duplication and damage, and 1 % of the datagrams
 # held back 1 ms (overtaken by the others: reordering). Every RC transfer exactly once, in
@@ -59,6 +62,7 @@ if { tc qdisc add dev ovr0 root $netem && ip netns exec $ns tc qdisc add dev ovr
   >>"$setup_log" 2>&1; then
   ov_result PASS netem "$t0"
   both rc_check-netem "$rcc" -g -n 20 -s 65536
+  both rc_check-windows-netem "$rcc" -g -n 10 -s 65536 -w
   both ud_check-netem "$rcc" -g -u -n 500 -s 1024
 else
   ov_result FAIL netem "$t0" "(tc qdisc add ... netem: $(ov_tail "$setup_log"))"

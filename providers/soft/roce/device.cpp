@@ -553,11 +553,13 @@ static int roce_query_device_ex(struct ibv_context *context,
 	o.node_guid = htobe64(rc->guid);
 	o.sys_image_guid = o.node_guid;
 	o.vendor_part_id = 0x4f57;
-	// Not carried over the wire yet: XRC, memory windows, multicast.
+	// Memory windows of both types, local invalidation and SEND with
+	// invalidate as on the shared-memory device; not carried over the
+	// wire yet: XRC, multicast.
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE;
+			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
+			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	o.atomic_cap = IBV_ATOMIC_GLOB; // the responder's CPU atomics on its memory
-	o.max_mw = 0;
 	o.max_mcast_grp = 0;
 	o.max_mcast_qp_attach = 0;
 	o.max_total_mcast_qp_attach = 0;
@@ -755,11 +757,6 @@ static struct ibv_xrcd *roce_open_xrcd(struct ibv_context *, struct ibv_xrcd_ini
 	errno = EOPNOTSUPP;
 	return nullptr;
 }
-static struct ibv_mw *roce_alloc_mw(struct ibv_pd *, enum ibv_mw_type)
-{
-	errno = EOPNOTSUPP;
-	return nullptr;
-}
 static int roce_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t) { return EOPNOTSUPP; }
 static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr *)
 {
@@ -769,7 +766,7 @@ static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr
 
 static const struct verbs_context_ops g_roce_ops = [] {
 	struct verbs_context_ops o = {};
-	o.alloc_mw = roce_alloc_mw;
+	o.bind_mw = roce_bind_mw;
 	o.attach_mcast = roce_mcast;
 	o.create_ah = roce_create_ah;
 	o.create_qp = roce_create_qp;

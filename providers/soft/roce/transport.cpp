@@ -173,12 +173,15 @@ uint8_t *local_ptr(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool 
 
 // The responder's check of an R_Key for [va, va+len) and `need`
 // (IBV_ACCESS_REMOTE_*): a region of this process in the QP's PD whose and
-// whose QP's rights allow it. Pointer or nullptr.
+// whose QP's rights allow it, or a memory window over one, bound (a type 2
+// window: by this QP) and its region unchanged since the bind. Pointer or
+// nullptr.
 uint8_t *remote_ptr(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need)
 {
 	Segment *seg = qp->ctx->seg;
 	KeySnap m;
-	if (!key_read(seg, rkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
+	if (!key_read(seg, rkey, m) || (m.kind != KEY_MR && m.kind != KEY_MW) ||
+	    (m.kind == KEY_MW && !window_usable(seg, m, qp->qpn)) || m.owner != seg->my_proc ||
 	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
 	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len) ||
 	    ((m.access & IBV_ACCESS_ON_DEMAND) &&
@@ -596,6 +599,11 @@ bool is_atomic(uint32_t op)
 	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+// Work requests that change this device's key table and send nothing
+// (memory window binds, local invalidations): run when the requester
+// reaches them in send-queue order, complete in that order.
+static bool is_local(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV; }
+
 // Completes, in order, the requests at the head that are finished.
 void complete_ready(SoftQp *qp)
 {
@@ -610,7 +618,10 @@ void complete_ready(SoftQp *qp)
 			qp_error(qp);
 			return;
 		}
-		if (qp->type == IBV_QPT_UC) {
+		if (is_local(w.opcode)) {
+			if (!t.done)
+				return;
+		} else if (qp->type == IBV_QPT_UC) {
 			if (t.sent < t.npkts)
 				return;
 		} else if (w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode)) {
@@ -691,15 +702,20 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 		}
 		bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 		bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
 		uint8_t op;
 		if (first && last)
-			op = write ? (imm ? kWriteOnlyImm : kWriteOnly) : (imm ? kSendOnlyImm : kSendOnly);
+			op = write ? (imm ? kWriteOnlyImm : kWriteOnly)
+				   : (imm ? kSendOnlyImm : inv ? kSendOnlyInv : kSendOnly);
 		else if (first)
 			op = write ? kWriteFirst : kSendFirst;
 		else if (last)
-			op = write ? (imm ? kWriteLastImm : kWriteLast) : (imm ? kSendLastImm : kSendLast);
+			op = write ? (imm ? kWriteLastImm : kWriteLast)
+				   : (imm ? kSendLastImm : inv ? kSendLastInv : kSendLast);
 		else
 			op = write ? kWriteMiddle : kSendMiddle;
+		if (inv && last)
+			k.ieth = w.imm; // the R_Key the responder invalidates
 		k.bth.opcode = tr | op;
 		k.bth.psn = psn_add(t.psn, i);
 		k.bth.se = last && (w.send_flags & IBV_SEND_SOLICITED);
@@ -722,6 +738,24 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 	xmit_buf(rc, r->src, r->peer, k, pb, plen);
 }
 
+// IBV_SEND_FENCE (ibv_post_send(3)): a request so marked starts only when
+// every RDMA READ and atomic ahead of it in the send queue (the first k
+// requests) is done. Without it a READ whose responses were lost would be
+// asked for again after the fenced SEND had told the peer it may reuse the
+// buffer, and would read the new bytes.
+static bool fence_holds(SoftQp *qp, uint32_t k)
+{
+	RoceQp *r = qp->roce;
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t idx = (qp->sq_head + i) % qp->sq_depth;
+		const SoftWr &w = qp->sq[idx];
+		if ((w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode)) && !r->tx[idx].done &&
+		    r->tx[idx].status == IBV_WC_SUCCESS)
+			return true;
+	}
+	return false;
+}
+
 // Sends what the window allows, in order.
 void pump(SoftQp *qp)
 {
@@ -739,7 +773,15 @@ void pump(SoftQp *qp)
 		uint32_t idx = (qp->sq_head + r->next_wr) % qp->sq_depth;
 		SoftWr &w = qp->sq[idx];
 		RoceTx &t = r->tx[idx];
-		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t) || t.done) {
+		if (t.status != IBV_WC_SUCCESS || t.done || (!is_local(w.opcode) && fully_sent(w, t))) {
+			r->next_wr++;
+			continue;
+		}
+		if ((w.send_flags & IBV_SEND_FENCE) && t.sent == 0 && fence_holds(qp, r->next_wr))
+			break; // pump runs again when a response completes them
+		if (is_local(w.opcode)) {
+			t.status = run_local_op(qp, w);
+			t.done = true;
 			r->next_wr++;
 			continue;
 		}
@@ -1049,6 +1091,9 @@ void recv_complete(SoftQp *qp, enum ibv_wc_opcode op, uint32_t byte_len, const P
 	if (k.flags & F_IMM) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = htobe32(k.imm);
+	} else if ((k.flags & F_IETH) && r->recv_status == IBV_WC_SUCCESS) {
+		wc.wc_flags |= IBV_WC_WITH_INV;
+		wc.invalidated_rkey = k.ieth;
 	}
 	cq_push(qp->ctx->seg, qp->rcq->slot, wc, k.bth.se);
 }
@@ -1110,8 +1155,15 @@ Verdict execute(SoftQp *qp, const Packet &k)
 	if ((f & F_PAYLOAD) && (len > r->mtu || (!last && len != r->mtu)))
 		return V_NAK_INV;
 	if (f & F_SEND) {
-		if (f & F_IETH)
-			return V_NAK_INV; // invalidation needs memory windows: not yet
+		// SEND with invalidate: the R_Key must name a type 2 window of
+		// this process (IBTA 10.6.7.2.4; rxe answers anything else as an
+		// invalid request, and so does this device, before the receive
+		// is touched when the message is one packet).
+		KeySnap inv = {};
+		if ((f & F_IETH) &&
+		    (!key_read(qp->ctx->seg, k.ieth, inv) || inv.kind != KEY_MW ||
+		     inv.owner != qp->ctx->seg->my_proc || inv.mw_type != IBV_MW_TYPE_2))
+			return V_NAK_INV;
 		if (first) {
 			if (r->in_send || r->in_write)
 				return V_NAK_INV;
@@ -1126,6 +1178,8 @@ Verdict execute(SoftQp *qp, const Packet &k)
 			r->in_send = false;
 			r->msn = psn_add(r->msn, 1);
 			enum ibv_wc_status st = r->recv_status;
+			if ((f & F_IETH) && st == IBV_WC_SUCCESS)
+				invalidate_window(inv);
 			recv_complete(qp, IBV_WC_RECV, uint32_t(r->recv_off), k, qp->attr.dest_qp_num, 0);
 			if (st == IBV_WC_LOC_LEN_ERR)
 				return V_NAK_INV;
@@ -1872,10 +1926,43 @@ static bool opcode_allowed(enum ibv_qp_type t, uint32_t op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
 		return t == IBV_QPT_RC;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return t == IBV_QPT_RC || t == IBV_QPT_UC;
 	default:
-		return false; // invalidation, windows: not carried yet
+		return false;
 	}
+}
+
+// Queues RC or UC request w behind the send queue's others (rc->lock held):
+// its PSNs, none for a local operation. ENOMEM when the queue is full.
+static int queue_wr(SoftQp *qp, const SoftWr &w)
+{
+	RoceQp *r = qp->roce;
+	if (qp->sq_count >= qp->sq_depth)
+		return ENOMEM;
+	uint32_t idx = (qp->sq_head + qp->sq_count) % qp->sq_depth;
+	SoftWr &slot = qp->sq[idx];
+	memcpy(&slot, &w, offsetof(SoftWr, sge));
+	memcpy(slot.sge, w.sge, w.num_sge * sizeof(struct ibv_sge));
+	if (w.inline_len)
+		memcpy(slot.inline_data, w.inline_data, w.inline_len);
+	RoceTx &t = r->tx[idx];
+	t = RoceTx{};
+	t.psn = r->sq_psn;
+	t.rd_next = t.psn;
+	if (!is_local(w.opcode)) {
+		uint64_t len = sge_total(w);
+		t.status = len > kMaxMsgSize || (is_atomic(w.opcode) && len != 8) ? IBV_WC_LOC_LEN_ERR
+										 : IBV_WC_SUCCESS;
+		t.len = uint32_t(std::min<uint64_t>(len, kMaxMsgSize));
+		t.npkts = packets_for(t.len, r->mtu);
+		r->sq_psn = psn_add(r->sq_psn, t.npkts);
+	}
+	sq_set_pending(qp, qp->sq_count + 1);
+	return 0;
 }
 
 int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -1920,30 +2007,56 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 			}
 			continue;
 		}
-		if (qp->sq_count >= qp->sq_depth) {
-			err = ENOMEM;
+		if ((err = queue_wr(qp, *w)) != 0) {
 			*bad = wr;
 			break;
 		}
-		uint32_t idx = (qp->sq_head + qp->sq_count) % qp->sq_depth;
-		SoftWr &slot = qp->sq[idx];
-		memcpy(&slot, w, offsetof(SoftWr, sge));
-		memcpy(slot.sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
-		if (w->inline_len)
-			memcpy(slot.inline_data, w->inline_data, w->inline_len);
-		RoceTx &t = r->tx[idx];
-		uint64_t len = sge_total(*w);
-		t = RoceTx{};
-		t.status = len > kMaxMsgSize || (is_atomic(w->opcode) && len != 8) ? IBV_WC_LOC_LEN_ERR
-										  : IBV_WC_SUCCESS;
-		t.len = uint32_t(std::min<uint64_t>(len, kMaxMsgSize));
-		t.npkts = packets_for(t.len, r->mtu);
-		t.psn = r->sq_psn;
-		t.rd_next = t.psn;
-		r->sq_psn = psn_add(r->sq_psn, t.npkts);
-		sq_set_pending(qp, qp->sq_count + 1);
 	}
 	pump(qp);
+	tx_done(rc);
+	pthread_mutex_unlock(&rc->lock);
+	return err;
+}
+
+
+// ibv_bind_mw(3) of a type 1 window on an RC or UC QP of this device: a
+// IBV_WR_BIND_MW request queued behind the others (run in order by pump,
+// completed as a send). EINVAL for a type 2 window (ibv_post_send's
+// IBV_WR_BIND_MW binds those), another QP type, a region of another PD or a
+// QP not in RTS (or error: flushed); ENOMEM when the send queue is full.
+int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind)
+{
+	if (!ibqp || !ibmw || !bind || ibmw->type != IBV_MW_TYPE_1)
+		return EINVAL;
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !qp->sq || !qp->scq || !qp->roce)
+		return EINVAL;
+	if (ibmw->context != ibqp->context ||
+	    (bind->bind_info.mr && bind->bind_info.mr->pd != ibmw->pd))
+		return EINVAL;
+	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
+	memset(w, 0, offsetof(SoftWr, sge));
+	w->wr_id = bind->wr_id;
+	w->opcode = IBV_WR_BIND_MW;
+	w->send_flags = bind->send_flags;
+	w->mw = ibmw;
+	w->bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
+	w->bind = bind->bind_info;
+	ClockScope clock;
+	pthread_mutex_lock(&rc->lock);
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+	int err = 0;
+	if (st == IBV_QPS_ERR)
+		send_complete(qp, *w, IBV_WC_WR_FLUSH_ERR, 0);
+	else if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+		err = EINVAL;
+	else if ((err = queue_wr(qp, *w)) == 0) {
+		// The new R_Key is the window's from the post on, as a kernel
+		// device's provider sets it (the bind itself runs in queue order).
+		ibmw->rkey = w->bind_rkey;
+		pump(qp);
+	}
 	tx_done(rc);
 	pthread_mutex_unlock(&rc->lock);
 	return err;
