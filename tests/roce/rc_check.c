@@ -27,6 +27,8 @@
  *    must say IBV_WC_WITH_INV and the R_Key), and WRITEs through it once
  *    more: that must fail with a remote access error (the client's QP then
  *    is in the error state).
+ * With -x, every RC request goes through the extended send API
+ * (ibv_create_qp_ex with send_ops_flags, ibv_wr_start .. ibv_wr_complete).
  * With -u, an unreliable-datagram check instead: the client sends COUNT
  * datagrams of SIZE bytes (at most the path MTU), datagram i starting with i
  * and filled from a generator seeded with i; the server counts what arrives:
@@ -36,6 +38,7 @@
  * end, so neither destroys its QP while the other still waits for an ACK.
  * Exit status 0 when everything checked out. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <stdint.h>
@@ -141,6 +144,50 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 	return wc;
 }
 
+/* -x: requests go through the extended send API (ibv_wr_start(3) ..
+ * ibv_wr_complete), each chain as one batch; else ibv_post_send. */
+static int g_ex;
+
+static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	if (!g_ex)
+		return ibv_post_send(qp, wr, bad);
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	*bad = wr;
+	ibv_wr_start(x);
+	for (; wr; wr = wr->next) {
+		x->wr_id = wr->wr_id;
+		x->wr_flags = wr->send_flags;
+		switch (wr->opcode) {
+		case IBV_WR_SEND: ibv_wr_send(x); break;
+		case IBV_WR_SEND_WITH_INV: ibv_wr_send_inv(x, wr->invalidate_rkey); break;
+		case IBV_WR_RDMA_WRITE:
+			ibv_wr_rdma_write(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_RDMA_READ:
+			ibv_wr_rdma_read(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			ibv_wr_atomic_fetch_add(x, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+						wr->wr.atomic.compare_add);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+			ibv_wr_atomic_cmp_swp(x, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
+					      wr->wr.atomic.compare_add, wr->wr.atomic.swap);
+			break;
+		case IBV_WR_BIND_MW:
+			ibv_wr_bind_mw(x, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+			break;
+		default:
+			ibv_wr_abort(x);
+			return EINVAL;
+		}
+		if (wr->opcode != IBV_WR_BIND_MW)
+			ibv_wr_set_sge_list(x, (size_t)wr->num_sge, wr->sg_list);
+	}
+	return ibv_wr_complete(x);
+}
+
 /* The next completion, whatever its status. */
 static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
@@ -189,7 +236,7 @@ static int windows_server(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *c
 	wr.bind_mw.rkey = ibv_inc_rkey(w2->rkey);
 	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
 		mr, (uintptr_t)buf, size, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-	if (ibv_post_send(qp, &wr, &badwr))
+	if (post_wr(qp, &wr, &badwr))
 		die("post_send bind_mw");
 	struct ibv_wc wc = wait_one(cq);
 	if (wc.opcode != IBV_WC_BIND_MW)
@@ -259,7 +306,7 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 					 .opcode = IBV_WR_SEND,
 					 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE};
 		rd.next = &sd;
-		if (ibv_post_send(qp, &rd, &badwr))
+		if (post_wr(qp, &rd, &badwr))
 			die("post_send read + fenced send");
 		wait_one(cq);
 		wait_one(cq);
@@ -280,7 +327,7 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 				.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
 	w.wr.rdma.remote_addr = k.addr;
 	w.wr.rdma.rkey = k.rkey2;
-	if (ibv_post_send(qp, &w, &badwr))
+	if (post_wr(qp, &w, &badwr))
 		die("post_send write through window");
 	wait_one(cq);
 	memset(dst, 0, size);
@@ -289,7 +336,7 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 				 .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED};
 	rd.wr.rdma.remote_addr = k.addr;
 	rd.wr.rdma.rkey = k.rkey1;
-	if (ibv_post_send(qp, &rd, &badwr))
+	if (post_wr(qp, &rd, &badwr))
 		die("post_send read through window");
 	wait_one(cq);
 	if (memcmp(dst, src, size)) {
@@ -300,7 +347,7 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 	struct ibv_send_wr inv = {.wr_id = 24, .sg_list = &ss, .num_sge = 1,
 				  .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED};
 	inv.invalidate_rkey = k.rkey2;
-	if (ibv_post_send(qp, &inv, &badwr))
+	if (post_wr(qp, &inv, &badwr))
 		die("post_send send with invalidate");
 	wait_one(cq);
 	c = 'i';
@@ -310,7 +357,7 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 	/* It must fail now: the type 2 window is invalidated (the error takes
 	 * the QP to the error state: the last step). */
 	w.wr_id = 25;
-	if (ibv_post_send(qp, &w, &badwr))
+	if (post_wr(qp, &w, &badwr))
 		die("post_send write through invalidated window");
 	struct ibv_wc wc = wait_wc(cq);
 	if (wc.status != IBV_WC_REM_ACCESS_ERR) {
@@ -367,7 +414,19 @@ static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size
 	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
 				       .cap = {.max_send_wr = 32, .max_recv_wr = (uint32_t)count + 8,
 					       .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = ibv_create_qp(pd, &qia);
+	struct ibv_qp *qp;
+	if (g_ex) {
+		struct ibv_qp_init_attr_ex qx = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = qia.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
+					  IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+					  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_BIND_MW};
+		qp = ibv_create_qp_ex(ctx, &qx);
+	} else {
+		qp = ibv_create_qp(pd, &qia);
+	}
 	if (!qp)
 		die("create_qp");
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
@@ -494,7 +553,7 @@ int main(int argc, char **argv)
 	const char *dev_name = NULL;
 	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:uw")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwx")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -503,7 +562,8 @@ int main(int argc, char **argv)
 		case 's': size = (size_t)strtoul(optarg, NULL, 0); break;
 		case 'u': ud = 1; break;
 		case 'w': windows = 1; break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [SERVER]");
+		case 'x': g_ex = 1; break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [-x] [SERVER]");
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;
@@ -544,7 +604,19 @@ int main(int argc, char **argv)
 				       .cap = {.max_send_wr = (uint32_t)count + 8,
 					       .max_recv_wr = (uint32_t)count + 8,
 					       .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = ibv_create_qp(pd, &qia);
+	struct ibv_qp *qp;
+	if (g_ex) {
+		struct ibv_qp_init_attr_ex qx = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = qia.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
+					  IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+					  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_BIND_MW};
+		qp = ibv_create_qp_ex(ctx, &qx);
+	} else {
+		qp = ibv_create_qp(pd, &qia);
+	}
 	if (!qp)
 		die("create_qp");
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -630,7 +702,7 @@ int main(int argc, char **argv)
 				struct ibv_send_wr wr = {.wr_id = (uint64_t)posted, .sg_list = &sge,
 							 .num_sge = 1, .opcode = IBV_WR_SEND,
 							 .send_flags = IBV_SEND_SIGNALED}, *badwr;
-				if (ibv_post_send(qp, &wr, &badwr))
+				if (post_wr(qp, &wr, &badwr))
 					die("post_send");
 			}
 			struct ibv_wc wc = wait_one(cq);
@@ -650,14 +722,14 @@ int main(int argc, char **argv)
 						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
 			wr.wr.rdma.remote_addr = peer.addr + (uint64_t)i * size;
 			wr.wr.rdma.rkey = peer.rkey;
-			if (ibv_post_send(qp, &wr, &badwr))
+			if (post_wr(qp, &wr, &badwr))
 				die("post_send write");
 			wait_one(cq);
 			memset(buf, 0, size);
 			struct ibv_sge rs = {(uintptr_t)buf, (uint32_t)size, mr->lkey};
 			wr.sg_list = &rs;
 			wr.opcode = IBV_WR_RDMA_READ;
-			if (ibv_post_send(qp, &wr, &badwr))
+			if (post_wr(qp, &wr, &badwr))
 				die("post_send read");
 			struct ibv_wc wc = wait_one(cq);
 			if (wc.byte_len != size || memcmp(buf, src, size)) {
@@ -680,7 +752,7 @@ int main(int argc, char **argv)
 			wr.wr.atomic.compare_add = i < count ? 1 : (uint64_t)count;
 			wr.wr.atomic.swap = 0;
 			*res = ~0ull;
-			if (ibv_post_send(qp, &wr, &badwr))
+			if (post_wr(qp, &wr, &badwr))
 				die("post_send atomic");
 			wait_one(cq);
 			if (*res != (uint64_t)(i < count ? i : count)) {

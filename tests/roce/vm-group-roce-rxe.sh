@@ -49,6 +49,8 @@ both rc_check "$rcc" -g -n 20 -s 65536
 # rc_check -w: memory windows (type 1 and 2), SEND with invalidate and
 # IBV_SEND_FENCE between the kernel's rxe and our device, both directions.
 both rc_check-windows "$rcc" -g -n 10 -s 65536 -w
+# The same through the extended send API (ibv_wr_*) on both sides.
+both rc_check-windows-ex "$rcc" -g -n 10 -s 65536 -w -x
 # The same, and UD (rc_check -u), with the kernel's netem on both ends of the
 # link: 1 % each of loss, duplication and damage, and 1 % of the datagrams
 # held back 1 ms (overtaken by the others: reordering). Every RC transfer exactly once, in

@@ -644,11 +644,20 @@ static struct ibv_qp *roce_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	return attach_transport(soft_context_ops().create_qp(pd, attr));
 }
 
+// The ibv_wr_* operations the wire carries (ibv_create_qp_ex(3)
+// send_ops_flags): not ATOMIC_WRITE, FLUSH or TSO.
+static const uint64_t kRoceSendOps =
+	IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+	IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+	IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+	IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+
 static struct ibv_qp *roce_create_qp_ex(struct ibv_context *context,
 					struct ibv_qp_init_attr_ex *attr)
 {
-	if (attr && (!type_ok(attr->qp_type) ||
-		     (attr->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)))) {
+	if (attr && (!type_ok(attr->qp_type) || (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
+		     ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+		      (attr->send_ops_flags & ~kRoceSendOps)))) {
 		errno = EOPNOTSUPP;
 		return nullptr;
 	}

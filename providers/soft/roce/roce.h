@@ -333,6 +333,7 @@ void roce_flush(RoceCtx *rc);
 void roce_flush_acks(RoceCtx *rc);
 int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind);
+int roce_submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
 // Sets up the transport state for a transition to `next` (RTR: responder,
 // RTS: requester). rc->lock held.
 void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);

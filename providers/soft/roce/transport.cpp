@@ -2062,6 +2062,46 @@ int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *b
 	return err;
 }
 
+// ibv_wr_complete(3) on an RC, UC or UD QP of this device: the n requests
+// qpex.cpp staged, queued (RC, UC) or sent (UD) in order. Nothing is posted
+// when one of them has an opcode the wire does not carry (EINVAL: the QP's
+// send_ops_flags allow none, roce_create_qp_ex) or the send queue cannot take
+// them all (ENOMEM). In the error state each completes with a flush error.
+int roce_submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
+{
+	RoceCtx *rc = qp->ctx->roce;
+	if (!qp->sq || !qp->scq || !qp->roce)
+		return EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (!opcode_allowed(qp->type, wrs[i].opcode))
+			return EINVAL;
+	ClockScope clock;
+	pthread_mutex_lock(&rc->lock);
+	int err = 0;
+	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+	if (st == IBV_QPS_ERR) {
+		for (uint32_t i = 0; i < n; i++)
+			send_complete(qp, wrs[i], IBV_WC_WR_FLUSH_ERR, 0);
+	} else if (qp->type != IBV_QPT_UD && n > qp->sq_depth - qp->sq_count) {
+		err = ENOMEM;
+	} else {
+		for (uint32_t i = 0; i < n && !err; i++) {
+			if (qp->type == IBV_QPT_UD)
+				err = ud_send(qp, wrs[i]);
+			else
+				err = queue_wr(qp, wrs[i]);
+			// A bind's new R_Key is the window's from the post on
+			// (roce_bind_mw).
+			if (!err && wrs[i].opcode == IBV_WR_BIND_MW && wrs[i].mw)
+				wrs[i].mw->rkey = wrs[i].bind_rkey;
+		}
+		pump(qp);
+		tx_done(rc);
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return err;
+}
+
 void roce_qp_transition(SoftQp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
 {
 	RoceQp *r = qp->roce;
