@@ -326,9 +326,11 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			m.wc_flags = IBV_WC_WITH_IMM;
 		KeySnap inv = {};
 		if (w.opcode == IBV_WR_SEND_WITH_INV) {
-			// Invalidate a type 2 window of the responder, then report it.
+			// Invalidate a bound type 2 window of the responder, then
+			// report it (an unbound one is an invalid request, as rxe
+			// has it).
 			if (!key_read(rseg, w.imm, inv) || inv.kind != KEY_MW ||
-			    inv.owner_pid != d.owner_pid || inv.mw_type != IBV_MW_TYPE_2)
+			    inv.owner_pid != d.owner_pid || inv.mw_type != IBV_MW_TYPE_2 || !inv.parent)
 				return fail(IBV_WC_REM_OP_ERR);
 			m.wc_flags = IBV_WC_WITH_INV;
 			m.imm = w.imm; // invalidated rkey, reported in imm_data

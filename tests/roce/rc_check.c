@@ -26,7 +26,10 @@
  *    one), sends a SEND with invalidate naming it (the server's completion
  *    must say IBV_WC_WITH_INV and the R_Key), and WRITEs through it once
  *    more: that must fail with a remote access error (the client's QP then
- *    is in the error state).
+ *    is in the error state). With -L (a link that loses datagrams) a retry
+ *    error counts too: the responder moves its QP to the error state as it
+ *    sends the NAK, so when the NAK is lost the WRITE sent again is never
+ *    answered.
  * With -x, every RC request goes through the extended send API
  * (ibv_create_qp_ex with send_ops_flags, ibv_wr_start .. ibv_wr_complete).
  * With -u, an unreliable-datagram check instead: the client sends COUNT
@@ -145,8 +148,9 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 }
 
 /* -x: requests go through the extended send API (ibv_wr_start(3) ..
- * ibv_wr_complete), each chain as one batch; else ibv_post_send. */
-static int g_ex;
+ * ibv_wr_complete), each chain as one batch; else ibv_post_send. -L: the
+ * link loses datagrams (step 4). */
+static int g_ex, g_lossy;
 
 static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
@@ -360,7 +364,9 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 	if (post_wr(qp, &w, &badwr))
 		die("post_send write through invalidated window");
 	struct ibv_wc wc = wait_wc(cq);
-	if (wc.status != IBV_WC_REM_ACCESS_ERR) {
+	int refused = wc.status == IBV_WC_REM_ACCESS_ERR ||
+		      (g_lossy && wc.status == IBV_WC_RETRY_EXC_ERR);
+	if (!refused) {
 		fprintf(stderr, "rc_check: WRITE through the invalidated window: %s\n",
 			ibv_wc_status_str(wc.status));
 		bad++;
@@ -369,7 +375,8 @@ static int windows_client(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 	free(want);
 	printf("windows: %d fenced READs saw their round's bytes, WRITE and READ through windows, "
 	       "access after SEND with invalidate %s\n", count,
-	       wc.status == IBV_WC_REM_ACCESS_ERR ? "refused" : "NOT refused");
+	       wc.status == IBV_WC_REM_ACCESS_ERR ? "refused"
+	       : refused ? "refused (the NAK was lost: retry error)" : "NOT refused");
 	return bad;
 }
 
@@ -553,7 +560,7 @@ int main(int argc, char **argv)
 	const char *dev_name = NULL;
 	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwx")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxL")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -563,7 +570,8 @@ int main(int argc, char **argv)
 		case 'u': ud = 1; break;
 		case 'w': windows = 1; break;
 		case 'x': g_ex = 1; break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [-x] [SERVER]");
+		case 'L': g_lossy = 1; break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [-x] [-L] [SERVER]");
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;

@@ -64,7 +64,7 @@ if { tc qdisc add dev ovr0 root $netem && ip netns exec $ns tc qdisc add dev ovr
   >>"$setup_log" 2>&1; then
   ov_result PASS netem "$t0"
   both rc_check-netem "$rcc" -g -n 20 -s 65536
-  both rc_check-windows-netem "$rcc" -g -n 10 -s 65536 -w
+  both rc_check-windows-netem "$rcc" -g -n 10 -s 65536 -w -L
   both ud_check-netem "$rcc" -g -u -n 500 -s 1024
 else
   ov_result FAIL netem "$t0" "(tc qdisc add ... netem: $(ov_tail "$setup_log"))"

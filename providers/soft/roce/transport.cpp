@@ -1155,14 +1155,15 @@ Verdict execute(SoftQp *qp, const Packet &k)
 	if ((f & F_PAYLOAD) && (len > r->mtu || (!last && len != r->mtu)))
 		return V_NAK_INV;
 	if (f & F_SEND) {
-		// SEND with invalidate: the R_Key must name a type 2 window of
-		// this process (IBTA 10.6.7.2.4; rxe answers anything else as an
-		// invalid request, and so does this device, before the receive
-		// is touched when the message is one packet).
+		// SEND with invalidate: the R_Key must name a bound type 2
+		// window of this process (IBTA 10.6.7.2.4; rxe answers anything
+		// else as an invalid request, and so does this device, before the
+		// receive is touched when the message is one packet).
 		KeySnap inv = {};
 		if ((f & F_IETH) &&
 		    (!key_read(qp->ctx->seg, k.ieth, inv) || inv.kind != KEY_MW ||
-		     inv.owner != qp->ctx->seg->my_proc || inv.mw_type != IBV_MW_TYPE_2))
+		     inv.owner != qp->ctx->seg->my_proc || inv.mw_type != IBV_MW_TYPE_2 ||
+		     !inv.parent))
 			return V_NAK_INV;
 		if (first) {
 			if (r->in_send || r->in_write)
