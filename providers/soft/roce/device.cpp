@@ -4,6 +4,7 @@
 // GIDs, address handles, QP creation and transitions).
 #include "roce.h"
 #include "../log.h"
+#include "../objects.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -11,6 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <ifaddrs.h>
+#include <linux/rtnetlink.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
 #include <net/if.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -335,6 +340,101 @@ static uint64_t netns_inode()
 
 static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns);
 
+// A context starts or stops receiving rc's port events (roce_port_events).
+// False when rc already serves as many contexts as it can tell (the
+// context then gets no port events; a diagnostic says so).
+static bool ctx_add(RoceCtx *rc, SoftContext *ctx)
+{
+	pthread_mutex_lock(&rc->ctx_lock);
+	bool ok = rc->nctxs < sizeof(rc->ctxs) / sizeof(rc->ctxs[0]);
+	if (ok)
+		rc->ctxs[rc->nctxs++] = ctx;
+	pthread_mutex_unlock(&rc->ctx_lock);
+	if (!ok)
+		softlog(2, "%s: more than %zu contexts: this one gets no port events", rc->ifname,
+			sizeof(rc->ctxs) / sizeof(rc->ctxs[0]));
+	return ok;
+}
+
+static void ctx_remove(RoceCtx *rc, SoftContext *ctx)
+{
+	pthread_mutex_lock(&rc->ctx_lock);
+	for (uint32_t i = 0; i < rc->nctxs; i++)
+		if (rc->ctxs[i] == ctx) {
+			rc->ctxs[i] = rc->ctxs[--rc->nctxs];
+			break;
+		}
+	pthread_mutex_unlock(&rc->ctx_lock);
+}
+
+// Tells every context of rc that port 1 went up or down (the receive
+// thread, when the interface's link messages say its state changed).
+void roce_port_event(RoceCtx *rc, bool up)
+{
+	softlog(3, "%s: port 1 %s (the interface is %s)", rc->ifname, up ? "active" : "down",
+		up ? "up and running" : "down or without carrier");
+	pthread_mutex_lock(&rc->ctx_lock);
+	for (uint32_t i = 0; i < rc->nctxs; i++) {
+		SoftContext *c = rc->ctxs[i];
+		async_notify(c->seg, self_pid(), c->vctx.context.async_fd, c->async_ino, 1,
+			     up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
+	}
+	pthread_mutex_unlock(&rc->ctx_lock);
+}
+
+// libnl's callback for each link message: a new state of rc's interface
+// (RTM_NEWLINK: IFF_UP and IFF_RUNNING; RTM_DELLINK: gone) is kept in
+// rc->link_up and told to the contexts when it differs from the last.
+static int link_message(struct nl_msg *msg, void *arg)
+{
+	auto *rc = static_cast<RoceCtx *>(arg);
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK)
+		return NL_OK;
+	if (!nlmsg_valid_hdr(h, int(sizeof(struct ifinfomsg)))) {
+		rc->link_msgs_bad++;
+		softlog(3, "%s: a link message of %u bytes, too short: dropped", rc->ifname,
+			unsigned(h->nlmsg_len));
+		return NL_OK;
+	}
+	auto *ifi = static_cast<const struct ifinfomsg *>(nlmsg_data(h));
+	if (ifi->ifi_index != rc->ifindex)
+		return NL_OK;
+	int up = h->nlmsg_type == RTM_NEWLINK && (ifi->ifi_flags & IFF_UP) &&
+		 (ifi->ifi_flags & IFF_RUNNING);
+	if (up != rc->link_up) {
+		rc->link_up = up;
+		roce_port_event(rc, up != 0);
+	}
+	return NL_OK;
+}
+
+// The receive thread's link-message socket (nullptr: none could be made;
+// no port events then).
+static ::nl_sock *open_link_watch(RoceCtx *rc)
+{
+	::nl_sock *sk = nl_socket_alloc();
+	if (!sk)
+		return nullptr;
+	nl_socket_disable_seq_check(sk);
+	if (nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, link_message, rc) < 0 ||
+	    nl_connect(sk, NETLINK_ROUTE) < 0 || nl_socket_add_membership(sk, RTNLGRP_LINK) < 0 ||
+	    nl_socket_set_nonblocking(sk) < 0) {
+		softlog(2, "%s: no NETLINK_ROUTE socket for link messages: no port events",
+			rc->ifname);
+		nl_socket_free(sk);
+		return nullptr;
+	}
+	return sk;
+}
+
+// Reads the link messages that wait on rc's socket (the receive thread).
+void roce_read_link_messages(RoceCtx *rc)
+{
+	if (rc->nl)
+		nl_recvmsgs_default(rc->nl);
+}
+
 int roce_open(SoftContext *ctx, const SoftDevice *dev)
 {
 	uint64_t netns = netns_inode();
@@ -343,11 +443,13 @@ int roce_open(SoftContext *ctx, const SoftDevice *dev)
 		if (rc->netns == netns && !strcmp(rc->ifname, dev->roce_if)) {
 			rc->refs++;
 			ctx->roce = rc;
+			ctx_add(rc, ctx);
 			pthread_mutex_unlock(&g_roce_lock);
 			return 0;
 		}
 	int e = roce_open_new(ctx, dev, netns);
 	if (!e) {
+		ctx_add(ctx->roce, ctx);
 		ctx->roce->refs = 1;
 		ctx->roce->next_shared = g_roce;
 		g_roce = ctx->roce;
@@ -379,6 +481,8 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 			e = errno;
 	}
 	if (!e) {
+		rc->link_up = rc->up;
+		rc->nl = open_link_watch(rc);
 		ctx->roce = rc;
 		e = pthread_create(&rc->rx, nullptr, roce_rx_main, rc);
 		rc->rx_started = e == 0;
@@ -391,6 +495,8 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 			close(rc->fd);
 		if (rc->wake_fd >= 0)
 			close(rc->wake_fd);
+		if (rc->nl)
+			nl_socket_free(rc->nl);
 		pthread_mutex_destroy(&rc->lock);
 		pthread_mutex_destroy(&rc->rx_lock);
 		free(rc->rx_bufs);
@@ -410,6 +516,7 @@ void roce_close(SoftContext *ctx)
 	if (!rc)
 		return;
 	pthread_mutex_lock(&g_roce_lock);
+	ctx_remove(rc, ctx);
 	if (--rc->refs) {
 		// Another context still uses the transport: forget this one's QPs
 		// (left by a program that closes the device with QPs alive).
@@ -444,6 +551,8 @@ void roce_close(SoftContext *ctx)
 		pthread_join(rc->rx, nullptr);
 	close(rc->fd);
 	close(rc->wake_fd);
+	if (rc->nl)
+		nl_socket_free(rc->nl);
 	char drops[256] = "";
 	size_t used = 0;
 	for (int d = 1; d < ovroce::D_COUNT; d++)

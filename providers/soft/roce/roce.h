@@ -29,6 +29,8 @@
 #define UDP_GRO 104 // <linux/udp.h>: receive trains whole (Linux 5.0)
 #endif
 
+struct nl_sock; // libnl's socket (<netlink/socket.h>): the link watch
+
 namespace ovsoft {
 
 inline constexpr uint32_t kRoceMaxGids = 16;
@@ -131,6 +133,20 @@ struct RoceCtx {
 	std::atomic<enum ibv_mtu> active_mtu{IBV_MTU_256};
 	std::atomic<uint64_t> mtu_read_ns{0};
 	bool up;                  // IFF_UP and IFF_RUNNING at open
+	// Port state events (IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR), as the
+	// kernel's rxe raises them when its interface goes down or comes up:
+	// the receive thread reads the interface's link messages from a
+	// NETLINK_ROUTE socket (libnl, RTNLGRP_LINK) and tells every context
+	// that uses this transport (ctxs, under ctx_lock) when the state
+	// (link_up: IFF_UP and IFF_RUNNING) changes. nl is null when the
+	// socket could not be made (no events then; query_port still reads the
+	// state at each call).
+	::nl_sock *nl = nullptr;
+	int link_up = 0;
+	pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+	SoftContext *ctxs[64] = {};
+	uint32_t nctxs = 0;
+	uint64_t link_msgs_bad = 0; // link messages too short to read, dropped
 	RoceGid gids[kRoceMaxGids]; // under lock (roce_refresh_gids)
 	uint32_t ngids;
 	std::atomic<uint64_t> gids_read_ns;
@@ -308,6 +324,8 @@ int roce_segment_name(const SoftDevice *dev, char *buf, size_t len);
 struct verbs_device *roce_alloc_device(struct verbs_sysfs_dev *sysfs_dev);
 int roce_open(SoftContext *ctx, const SoftDevice *dev);
 void roce_close(SoftContext *ctx);
+void roce_port_event(RoceCtx *rc, bool up);
+void roce_read_link_messages(RoceCtx *rc);
 const struct verbs_context_ops &roce_context_ops();
 int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid);
 void roce_refresh_gids(RoceCtx *rc, bool force);

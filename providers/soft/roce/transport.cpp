@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <netlink/socket.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -1833,10 +1834,14 @@ void *roce_rx_main(void *arg)
 		uint64_t hint = rc->timer_hint_ns.load();
 		if (hint && hint < now + wait_ns)
 			wait_ns = hint <= now ? 0 : hint - now;
-		struct pollfd pf[2] = {{rc->wake_fd, POLLIN, 0}, {rc->fd, POLLIN, 0}};
+		// The wake eventfd, the link messages (port events), then the
+		// socket, which is left out while applications read it.
+		struct pollfd pf[3] = {{rc->wake_fd, POLLIN, 0},
+				       {rc->nl ? nl_socket_get_fd(rc->nl) : -1, POLLIN, 0},
+				       {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
-		int pr = ppoll(pf, app_reads ? 1 : 2, &ts, nullptr);
+		int pr = ppoll(pf, app_reads ? 2 : 3, &ts, nullptr);
 		rc->rx_wake_ns.store(0, std::memory_order_relaxed);
 
 		if (pr < 0 && errno != EINTR)
@@ -1847,7 +1852,9 @@ void *roce_rx_main(void *arg)
 				break;
 			continue; // stop, or app_waits: look again
 		}
-		if ((!app_reads && (pf[1].revents & POLLIN)) ||
+		if (pf[1].revents)
+			roce_read_link_messages(rc);
+		if ((!app_reads && (pf[2].revents & POLLIN)) ||
 		    rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}
