@@ -32,6 +32,8 @@
  *    answered.
  * With -x, every RC request goes through the extended send API
  * (ibv_create_qp_ex with send_ops_flags, ibv_wr_start .. ibv_wr_complete).
+ * With -u -m, the datagrams go to a multicast group (::ffff:239.1.2.3,
+ * destination QP 0xffffff) that the receiving QP attached itself to.
  * With -u, an unreliable-datagram check instead: the client sends COUNT
  * datagrams of SIZE bytes (at most the path MTU), datagram i starting with i
  * and filled from a generator seeded with i; the server counts what arrives:
@@ -150,7 +152,7 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 /* -x: requests go through the extended send API (ibv_wr_start(3) ..
  * ibv_wr_complete), each chain as one batch; else ibv_post_send. -L: the
  * link loses datagrams (step 4). */
-static int g_ex, g_lossy;
+static int g_ex, g_lossy, g_mcast;
 
 static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
@@ -421,19 +423,7 @@ static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size
 	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
 				       .cap = {.max_send_wr = 32, .max_recv_wr = (uint32_t)count + 8,
 					       .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp;
-	if (g_ex) {
-		struct ibv_qp_init_attr_ex qx = {
-			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = qia.cap,
-			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
-			.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
-					  IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-					  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_BIND_MW};
-		qp = ibv_create_qp_ex(ctx, &qx);
-	} else {
-		qp = ibv_create_qp(pd, &qia);
-	}
+	struct ibv_qp *qp = ibv_create_qp(pd, &qia); /* (-x: RC only) */
 	if (!qp)
 		die("create_qp");
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
@@ -455,6 +445,13 @@ static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size
 	struct conn me = {.qpn = qp->qp_num}, peer;
 	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
 		die("query_gid");
+	union ibv_gid group = {.raw = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3}};
+	if (g_mcast && !server) { /* the receiver joins; the sender sends to the group */
+		if (ibv_attach_mcast(qp, &group, 0))
+			die("attach_mcast");
+		me.gid = group;
+		me.qpn = 0xffffff;
+	}
 	int s = server ? tcp_connect(server, port) : tcp_accept(port);
 	xfer(s, &me, &peer, sizeof(me));
 	int lost = 0, dup = 0, garbage = 0, received = 0;
@@ -537,9 +534,11 @@ static int ud_check(struct ibv_context *ctx, int gidx, int port, int count, size
 		}
 		for (int i = 0; i < count; i++)
 			lost += !seen[i];
-		printf("ud: %d datagrams of %zu bytes: %d received, %d lost, %d duplicated, "
-		       "%d garbage\n",
+		printf("ud%s: %d datagrams of %zu bytes: %d received, %d lost, %d duplicated, "
+		       "%d garbage\n", g_mcast ? " multicast" : "",
 		       count, size, received, lost, dup, garbage);
+		if (g_mcast && ibv_detach_mcast(qp, &group, 0))
+			die("detach_mcast");
 		if (write(s, &sync, 1) != 1)
 			die("tcp write");
 		free(seen);
@@ -560,7 +559,7 @@ int main(int argc, char **argv)
 	const char *dev_name = NULL;
 	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxL")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxLm")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -571,7 +570,8 @@ int main(int argc, char **argv)
 		case 'w': windows = 1; break;
 		case 'x': g_ex = 1; break;
 		case 'L': g_lossy = 1; break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u|-w] [-x] [-L] [SERVER]");
+		case 'm': g_mcast = 1; break;
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u [-m]|-w] [-x] [-L] [SERVER]");
 		}
 	}
 	const char *server = optind < argc ? argv[optind] : NULL;

@@ -523,8 +523,10 @@ void roce_close(SoftContext *ctx)
 		pthread_mutex_lock(&rc->lock);
 		roce_flush_acks(rc);
 		for (SoftQp *&qp : rc->by_slot)
-			if (qp && qp->ctx == ctx)
+			if (qp && qp->ctx == ctx) {
+				roce_mcast_forget(rc, qp);
 				qp = nullptr;
+			}
 		if (rc->gsi && rc->gsi->ctx == ctx)
 			rc->gsi = nullptr;
 		pthread_mutex_unlock(&rc->lock);
@@ -663,15 +665,16 @@ static int roce_query_device_ex(struct ibv_context *context,
 	o.sys_image_guid = o.node_guid;
 	o.vendor_part_id = 0x4f57;
 	// Memory windows of both types, local invalidation and SEND with
-	// invalidate as on the shared-memory device; not carried over the
-	// wire yet: XRC, multicast.
+	// invalidate as on the shared-memory device; multicast on UD QPs
+	// (kRoceMaxGroups groups of kRoceGroupQps QPs); not carried over the
+	// wire yet: XRC.
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
 			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	o.atomic_cap = IBV_ATOMIC_GLOB; // the responder's CPU atomics on its memory
-	o.max_mcast_grp = 0;
-	o.max_mcast_qp_attach = 0;
-	o.max_total_mcast_qp_attach = 0;
+	o.max_mcast_grp = int(kRoceMaxGroups);
+	o.max_mcast_qp_attach = int(kRoceGroupQps);
+	o.max_total_mcast_qp_attach = int(kRoceMaxGroups * kRoceGroupQps);
 	if (attr_size >= offsetof(struct ibv_device_attr_ex, device_cap_flags_ex) +
 				 sizeof(attr->device_cap_flags_ex))
 		attr->device_cap_flags_ex = o.device_cap_flags;
@@ -783,6 +786,7 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 		roce_flush_acks(rc); // its last ACK goes before it does
 	int e = soft_context_ops().destroy_qp(ibqp);
 	if (!e) {
+		roce_mcast_forget(rc, qp); // as the kernel detaches a destroyed QP
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
 		while (rc->slots_end && !rc->by_slot[rc->slots_end - 1])
 			rc->slots_end--;
@@ -870,12 +874,136 @@ static int roce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return e;
 }
 
+// ------------------------------------------------------------------ multicast
+
+// A RoCE v2 multicast GID: an IPv6 multicast address (ff00::/8) or an
+// IPv4-mapped IPv4 one (::ffff:224.0.0.0/100).
+static bool mcast_gid(const union ibv_gid *g)
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	return g->raw[0] == 0xff || (!memcmp(g->raw, v4mapped, 12) && (g->raw[12] & 0xf0) == 0xe0);
+}
+
+// Joins (or leaves) the IP multicast group of MGID gid on the device's
+// interface, so that the kernel hands its datagrams to the device's
+// socket. 0 or an errno value.
+static int ip_membership(RoceCtx *rc, const uint8_t gid[16], bool join)
+{
+	int r;
+	if (gid[0] != 0xff) {
+		struct ip_mreqn m = {};
+		memcpy(&m.imr_multiaddr, gid + 12, 4);
+		m.imr_ifindex = rc->ifindex;
+		r = setsockopt(rc->fd, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP, &m,
+			       sizeof(m));
+	} else {
+		struct ipv6_mreq m = {};
+		memcpy(&m.ipv6mr_multiaddr, gid, 16);
+		m.ipv6mr_interface = unsigned(rc->ifindex);
+		r = setsockopt(rc->fd, IPPROTO_IPV6, join ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP, &m,
+			       sizeof(m));
+	}
+	return r == 0 ? 0 : errno;
+}
+
+// Drops group g of rc (its last QP is gone): leaves it on the socket.
+static void group_drop(RoceCtx *rc, uint32_t g)
+{
+	int e = ip_membership(rc, rc->groups[g].gid, false);
+	if (e)
+		softlog(3, "%s: leaving a multicast group: %s", rc->ifname, strerror(e));
+	rc->groups[g] = rc->groups[--rc->ngroups];
+}
+
+// ibv_attach_mcast(3): UD QPs only, a multicast MGID (else EINVAL); ENOMEM
+// when kRoceMaxGroups groups or kRoceGroupQps QPs of the group are
+// attached already; the errno of the IP join when the kernel refuses it.
+// Attaching a QP that is attached already succeeds. The LID is not used.
+static int roce_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t)
+{
+	if (!ibqp || !gid)
+		return EINVAL;
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	if (qp->type != IBV_QPT_UD || !rc || !mcast_gid(gid))
+		return EINVAL;
+	int e = 0;
+	pthread_mutex_lock(&rc->lock);
+	RoceCtx::Group *G = nullptr;
+	for (uint32_t g = 0; g < rc->ngroups && !G; g++)
+		if (!memcmp(rc->groups[g].gid, gid->raw, 16))
+			G = &rc->groups[g];
+	if (!G) {
+		if (rc->ngroups == kRoceMaxGroups) {
+			e = ENOMEM;
+		} else if ((e = ip_membership(rc, gid->raw, true)) == 0) {
+			G = &rc->groups[rc->ngroups++];
+			memcpy(G->gid, gid->raw, 16);
+			G->nqps = 0;
+		}
+	}
+	if (G) {
+		bool there = false;
+		for (uint32_t i = 0; i < G->nqps; i++)
+			there = there || G->qps[i] == qp;
+		if (!there && G->nqps == kRoceGroupQps)
+			e = ENOMEM;
+		else if (!there)
+			G->qps[G->nqps++] = qp;
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return e;
+}
+
+// ibv_detach_mcast(3): EINVAL when qp is not attached to the group.
+static int roce_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t)
+{
+	if (!ibqp || !gid)
+		return EINVAL;
+	SoftQp *qp = to_sqp(ibqp);
+	RoceCtx *rc = qp->ctx->roce;
+	if (!rc)
+		return EINVAL;
+	int e = EINVAL;
+	pthread_mutex_lock(&rc->lock);
+	for (uint32_t g = 0; g < rc->ngroups && e; g++) {
+		RoceCtx::Group &G = rc->groups[g];
+		if (memcmp(G.gid, gid->raw, 16))
+			continue;
+		for (uint32_t i = 0; i < G.nqps; i++)
+			if (G.qps[i] == qp) {
+				G.qps[i] = G.qps[--G.nqps];
+				e = 0;
+				break;
+			}
+		if (!e && !G.nqps)
+			group_drop(rc, g);
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return e;
+}
+
+void roce_mcast_forget(RoceCtx *rc, SoftQp *qp)
+{
+	for (uint32_t g = 0; g < rc->ngroups;) {
+		RoceCtx::Group &G = rc->groups[g];
+		for (uint32_t i = 0; i < G.nqps;)
+			if (G.qps[i] == qp)
+				G.qps[i] = G.qps[--G.nqps];
+			else
+				i++;
+		if (!G.nqps)
+			group_drop(rc, g); // the last group moved here: look at g again
+		else
+			g++;
+	}
+}
+
 static struct ibv_xrcd *roce_open_xrcd(struct ibv_context *, struct ibv_xrcd_init_attr *)
 {
 	errno = EOPNOTSUPP;
 	return nullptr;
 }
-static int roce_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t) { return EOPNOTSUPP; }
 static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr *)
 {
 	errno = EOPNOTSUPP;
@@ -885,12 +1013,12 @@ static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr
 static const struct verbs_context_ops g_roce_ops = [] {
 	struct verbs_context_ops o = {};
 	o.bind_mw = roce_bind_mw;
-	o.attach_mcast = roce_mcast;
+	o.attach_mcast = roce_attach_mcast;
 	o.create_ah = roce_create_ah;
 	o.create_qp = roce_create_qp;
 	o.create_qp_ex = roce_create_qp_ex;
 	o.destroy_qp = roce_destroy_qp;
-	o.detach_mcast = roce_mcast;
+	o.detach_mcast = roce_detach_mcast;
 	o.modify_qp = roce_modify_qp;
 	o.open_qp = roce_open_qp;
 	o.open_xrcd = roce_open_xrcd;

@@ -118,6 +118,11 @@ struct RoceFaultState {
 // One per device and network namespace in a process, shared by every
 // context of the process that opens that device (the UDP port is the
 // device's, as a NIC's): device.cpp keeps the list (g_roce), counted in refs.
+// Multicast groups a device's UD QPs can be attached to, and QPs per group
+// (ibv_attach_mcast(3); the query_device limits).
+inline constexpr uint32_t kRoceMaxGroups = 64;
+inline constexpr uint32_t kRoceGroupQps = 32;
+
 struct RoceCtx {
 	RoceCtx *next_shared = nullptr; // the process's list, under g_roce_lock
 	uint32_t refs = 0;              // contexts using it, under g_roce_lock
@@ -147,6 +152,16 @@ struct RoceCtx {
 	SoftContext *ctxs[64] = {};
 	uint32_t nctxs = 0;
 	uint64_t link_msgs_bad = 0; // link messages too short to read, dropped
+	// Multicast (under lock): the groups this device's UD QPs are attached
+	// to, by MGID (an IPv4-mapped 224.0.0.0/4 address or an IPv6 ff00::/8
+	// one: the group's IP address, RoCE v2), each joined on the socket
+	// (IP_ADD_MEMBERSHIP, IPV6_JOIN_GROUP) while it has a QP.
+	struct Group {
+		uint8_t gid[16];
+		SoftQp *qps[kRoceGroupQps];
+		uint32_t nqps;
+	} groups[kRoceMaxGroups] = {};
+	uint32_t ngroups = 0;
 	RoceGid gids[kRoceMaxGids]; // under lock (roce_refresh_gids)
 	uint32_t ngids;
 	std::atomic<uint64_t> gids_read_ns;
@@ -326,6 +341,8 @@ int roce_open(SoftContext *ctx, const SoftDevice *dev);
 void roce_close(SoftContext *ctx);
 void roce_port_event(RoceCtx *rc, bool up);
 void roce_read_link_messages(RoceCtx *rc);
+// Forgets QP qp in every multicast group (its destruction; rc->lock held).
+void roce_mcast_forget(RoceCtx *rc, SoftQp *qp);
 const struct verbs_context_ops &roce_context_ops();
 int roce_query_gid(SoftContext *ctx, uint8_t port, int index, union ibv_gid *gid);
 void roce_refresh_gids(RoceCtx *rc, bool force);
@@ -360,6 +377,9 @@ void roce_qp_reset(SoftQp *qp);
 // QP1: the GSI Q_Key, and the QP that serves QPN 1 (RoceCtx::gsi).
 inline constexpr uint32_t kRoceGsiQkey = 0x80010000;
 inline constexpr uint32_t kRoceGsiQpn = 1;
+// The destination QP number of every multicast datagram (IBTA 9.8.2).
+inline constexpr uint32_t kRoceMcastQpn = 0xffffff;
+
 
 // Path MTU in bytes for the enum.
 uint32_t roce_mtu_bytes(enum ibv_mtu m);

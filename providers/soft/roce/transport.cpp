@@ -248,7 +248,9 @@ void to_sockaddr(RoceCtx *rc, const union ibv_gid &gid, struct sockaddr_in6 *a)
 	a->sin6_family = AF_INET6;
 	a->sin6_port = htons(kRoceV2Port);
 	memcpy(&a->sin6_addr, gid.raw, 16);
-	if (gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80)
+	// Link-local unicast, and interface- or link-local multicast.
+	if ((gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80) ||
+	    (gid.raw[0] == 0xff && (gid.raw[1] & 0x0f) <= 2))
 		a->sin6_scope_id = uint32_t(rc->ifindex);
 }
 
@@ -1422,6 +1424,30 @@ void on_ud(RoceCtx *rc, SoftQp *qp, const Packet &k, const IpMeta &ip, size_t da
 	(void)r;
 }
 
+// A multicast datagram (destination QP kRoceMcastQpn) for group `gid` (its
+// destination address, as an MGID): a copy to each UD QP of the device
+// attached to the group and able to receive (rc->lock held). False when
+// none is.
+static bool mcast_deliver(RoceCtx *rc, const uint8_t gid[16], const Packet &k, const IpMeta &ip,
+			  size_t datagram)
+{
+	bool any = false;
+	for (uint32_t g = 0; g < rc->ngroups; g++) {
+		RoceCtx::Group &G = rc->groups[g];
+		if (memcmp(G.gid, gid, 16))
+			continue;
+		for (uint32_t i = 0; i < G.nqps; i++) {
+			SoftQp *qp = G.qps[i];
+			uint32_t st = qp->entry->state.load(std::memory_order_acquire);
+			if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+				continue;
+			on_ud(rc, qp, k, ip, datagram);
+			any = true;
+		}
+	}
+	return any;
+}
+
 // ------------------------------------------------------------------ receive
 
 // An IPv4 datagram's identification is not visible through a UDP socket
@@ -1502,6 +1528,12 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	uint32_t qpn = k.bth.dqpn;
 	uint32_t slot = qpn - kQpnBase;
 	pthread_mutex_lock(&rc->lock);
+	if (qpn == kRoceMcastQpn) {
+		if ((k.bth.opcode & 0xe0) != kUD || !mcast_deliver(rc, dst, k, ip, n))
+			rc->drops[D_QPN]++;
+		pthread_mutex_unlock(&rc->lock);
+		return;
+	}
 	SoftQp *qp = qpn == kRoceGsiQpn	       ? rc->gsi
 		     : qpn >= kQpnBase && slot < kMaxQps ? rc->by_slot[slot]
 							 : nullptr;
