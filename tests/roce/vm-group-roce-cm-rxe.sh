@@ -27,6 +27,13 @@ ov_pair ucmatose-rxe-server cm "$kern ucmatose -b $kip -c 2 -C 10" "$ours ucmato
 # UD ids: SIDR_REQ/SIDR_REP, then datagrams both ways.
 ov_pair udaddy-ours-server roce "$ours udaddy -b $oip -c 2 -C 10" "$kern udaddy -s $oip -c 2 -C 10"
 ov_pair udaddy-rxe-server cm "$kern udaddy -b $kip -c 2 -C 10" "$ours udaddy -s $kip -c 2 -C 10"
+# Multicast (mckey): both sides join 239.1.2.3 through their CM (the
+# kernel's joins the IP group for RoCE v2, ours too), the receiver must get
+# the sender's 10 datagrams; 3 s for the receiver's join.
+ov_pair mckey-ours-server sleep:3 "$ours mckey -m 239.1.2.3 -b $oip -C 10" \
+  "$kern mckey -m 239.1.2.3 -s -b $kip -C 10"
+ov_pair mckey-rxe-server sleep:3 "$kern mckey -m 239.1.2.3 -b $kip -C 10" \
+  "$ours mckey -m 239.1.2.3 -s -b $oip -C 10"
 # (-x: our side's IPv4 GID, 1; the kernel's picks its own. -F: no report
 # when the clock calibration is noisy, as under TCG.)
 ov_pair ib_send_bw-R-ours-server roce "$ours ib_send_bw -R -d sroce0 -x 1 -n 200 -F" \

@@ -121,6 +121,8 @@ ov_run() {
 #   KIND cm        an rdma_cm id is listening (perftest -R, rdma_server ...)
 #   KIND roce      a server of ours on an sroce device opened it (UDP port 4791
 #                  bound in its network namespace): rdma_cm over sroce
+#   KIND sleep:S   S seconds, for a server that listens for nothing (a
+#                  multicast receiver joining its group: mckey)
 ov_wait_listen() {
   local kind=$1 pid=$2 i
   for ((i = 0; i < OV_TEST_TIMEOUT * 10; i++)); do
@@ -147,6 +149,8 @@ ov_wait_listen() {
         local child=""
         read -r child _ <"/proc/$pid/task/$pid/children" 2>/dev/null
         if [ -n "$child" ] && ov_udp_bound 4791 "$child"; then ov_sleep 1; return 0; fi ;;
+      sleep:*)
+        ov_sleep "${kind#sleep:}"; return 0 ;;
       cm)
         # Only this server's listener counts (a previous server's may linger):
         # PID is timeout(1), the server is its child.

@@ -2077,8 +2077,7 @@ public:
 		bool mc = is_multicast(dst);
 		int dst_dev = mc ? -1 : device_for(dst);
 		int dev = s->device >= 0 ? s->device : mc ? default_device() : dst_dev;
-		// Multicast is not carried over an sroce device.
-		if (dev < 0 || (!mc && dst_dev < 0) || !have_device(dev) || (mc && is_roce(dev))) {
+		if (dev < 0 || (!mc && dst_dev < 0) || !have_device(dev)) {
 			post(s, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
 			return 0;
 		}
@@ -2607,13 +2606,19 @@ public:
 		std::lock_guard<std::recursive_mutex> g(g_lock);
 		if (s->device < 0)
 			return ENODEV;
-		if (is_roce(s->device))
-			return EOPNOTSUPP; // an sroce device carries no multicast
 		Mcast mc{};
 		mc.uid = mc_uid;
 		mc.handle = g_next_handle++;
 		memcpy(&mc.addr, addr, sa_len(addr));
-		if (addr->sa_family == AF_INET) {
+		ibv_ah_attr roce{};
+		if (is_roce(s->device)) {
+			// RoCE v2, as the kernel's CM has it: the MGID is the group's
+			// IP address (IPv4-mapped for IPv4), no LID; the address
+			// vector leaves from the id's source GID.
+			roce_gid_of(addr, mc.mgid.raw);
+			if (!roce_ah(s, roce))
+				return EADDRNOTAVAIL; // our source address left the interface
+		} else if (addr->sa_family == AF_INET) {
 			static const uint8_t prefix[12] = {0xff, 0x12, 0x40, 0x1b, 0xff, 0xff};
 			memcpy(mc.mgid.raw, prefix, 12);
 			memcpy(mc.mgid.raw + 12, &reinterpret_cast<const sockaddr_in *>(addr)->sin_addr, 4);
@@ -2623,7 +2628,7 @@ public:
 		uint32_t h = 2166136261u; // FNV-1a of the MGID picks the MLID
 		for (uint8_t b : mc.mgid.raw)
 			h = (h ^ b) * 16777619u;
-		mc.mlid = uint16_t(0xc001 + h % 0x3ffe);
+		mc.mlid = is_roce(s->device) ? 0 : uint16_t(0xc001 + h % 0x3ffe);
 		for (auto &m : s->mcs)
 			if (!memcmp(m.mgid.raw, mc.mgid.raw, 16))
 				return EADDRINUSE;
@@ -2637,6 +2642,8 @@ public:
 		e.uid = mc_uid;
 		e.handle = mc.handle;
 		e.event = RDMA_CM_EVENT_MULTICAST_JOIN;
+		if (is_roce(s->device))
+			e.ud.ah_attr = roce;
 		e.ud.ah_attr.dlid = mc.mlid;
 		e.ud.ah_attr.is_global = 1;
 		e.ud.ah_attr.grh.dgid = mc.mgid;
