@@ -56,6 +56,17 @@ int soft_dealloc_mw(struct ibv_mw *ibmw)
 	return 0;
 }
 
+void type1_bind_wr(SoftWr &w, struct ibv_mw *ibmw, const struct ibv_mw_bind *bind)
+{
+	memset(&w, 0, offsetof(SoftWr, sge));
+	w.wr_id = bind->wr_id;
+	w.opcode = IBV_WR_BIND_MW;
+	w.send_flags = bind->send_flags;
+	w.mw = ibmw;
+	w.bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
+	w.bind = bind->bind_info;
+}
+
 int soft_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind)
 {
 	if (!ibqp || !ibmw || !bind || ibmw->type != IBV_MW_TYPE_1)
@@ -68,12 +79,7 @@ int soft_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *b
 	SoftWr *w = static_cast<SoftWr *>(calloc(1, sizeof(SoftWr)));
 	if (!w)
 		return ENOMEM;
-	w->wr_id = bind->wr_id;
-	w->opcode = IBV_WR_BIND_MW;
-	w->send_flags = bind->send_flags;
-	w->mw = ibmw;
-	w->bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
-	w->bind = bind->bind_info;
+	type1_bind_wr(*w, ibmw, bind);
 	uint32_t st = qp->entry->state.load();
 	int rc = st == IBV_QPS_RTS || st == IBV_QPS_ERR ? submit_wrs(qp, w, 1) : EINVAL;
 	free(w);

@@ -563,6 +563,10 @@ void send_complete(SoftQp *qp, const SoftWr &w, enum ibv_wc_status st, uint32_t 
 // The key-table work of local operation w (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV)
 // on qp's device: its completion status (requester.cpp).
 enum ibv_wc_status run_local_op(SoftQp *qp, SoftWr &w);
+// The IBV_WR_BIND_MW request of ibv_bind_mw(3) for type 1 window ibmw: the
+// window's next R_Key (its key byte plus one), the caller's wr_id, flags and
+// bind_info (mw.cpp).
+void type1_bind_wr(SoftWr &w, struct ibv_mw *ibmw, const struct ibv_mw_bind *bind);
 // After a receive was taken from an SRQ's ring: IBV_EVENT_SRQ_LIMIT_REACHED
 // to its owner when the armed limit is crossed (completer.cpp).
 void srq_limit_check(Segment *seg, SrqEntry &s, RingHeader *ring);

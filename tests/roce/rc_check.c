@@ -131,7 +131,8 @@ static void peer_alive(void)
 		die("the peer has exited");
 }
 
-static struct ibv_wc wait_one(struct ibv_cq *cq)
+/* The next completion, whatever its status. */
+static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
 	int n;
@@ -141,6 +142,13 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
 			peer_alive();
 	if (n < 0)
 		die("poll_cq");
+	return wc;
+}
+
+/* The next completion, which must have succeeded. */
+static struct ibv_wc wait_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc = wait_wc(cq);
 	if (wc.status != IBV_WC_SUCCESS) {
 		fprintf(stderr, "rc_check: completion %llu failed: %s\n", (unsigned long long)wc.wr_id,
 			ibv_wc_status_str(wc.status));
@@ -192,20 +200,6 @@ static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 			ibv_wr_set_sge_list(x, (size_t)wr->num_sge, wr->sg_list);
 	}
 	return ibv_wr_complete(x);
-}
-
-/* The next completion, whatever its status. */
-static struct ibv_wc wait_wc(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	int n;
-	unsigned long spins = 0;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		if (++spins % 100000 == 0)
-			peer_alive();
-	if (n < 0)
-		die("poll_cq");
-	return wc;
 }
 
 struct windows {

@@ -2076,13 +2076,7 @@ int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *b
 	    (bind->bind_info.mr && bind->bind_info.mr->pd != ibmw->pd))
 		return EINVAL;
 	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
-	memset(w, 0, offsetof(SoftWr, sge));
-	w->wr_id = bind->wr_id;
-	w->opcode = IBV_WR_BIND_MW;
-	w->send_flags = bind->send_flags;
-	w->mw = ibmw;
-	w->bind_rkey = (ibmw->rkey & 0xffffff00u) | ((ibmw->rkey + 1) & 0xff);
-	w->bind = bind->bind_info;
+	type1_bind_wr(*w, ibmw, bind);
 	ClockScope clock;
 	pthread_mutex_lock(&rc->lock);
 	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
