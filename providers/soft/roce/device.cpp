@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ifaddrs.h>
 #include <linux/rtnetlink.h>
+#include <netlink/errno.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
@@ -429,10 +430,22 @@ static ::nl_sock *open_link_watch(RoceCtx *rc)
 }
 
 // Reads the link messages that wait on rc's socket (the receive thread).
+// When reading fails (messages were lost: the socket's buffer overflowed),
+// the interface's state is read directly, so no change goes unreported.
 void roce_read_link_messages(RoceCtx *rc)
 {
-	if (rc->nl)
-		nl_recvmsgs_default(rc->nl);
+	if (!rc->nl)
+		return;
+	int e = nl_recvmsgs_default(rc->nl);
+	if (e < 0 && e != -NLE_AGAIN) {
+		softlog(3, "%s: reading link messages: %s; the interface's state read instead",
+			rc->ifname, nl_geterror(e));
+		int up = link_up(rc->fd, rc->ifname);
+		if (up != rc->link_up) {
+			rc->link_up = up;
+			roce_port_event(rc, up != 0);
+		}
+	}
 }
 
 int roce_open(SoftContext *ctx, const SoftDevice *dev)
