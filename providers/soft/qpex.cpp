@@ -7,7 +7,6 @@
 // than the send queue) make wr_complete fail with EINVAL/ENOMEM and post
 // nothing; wr_abort drops the batch.
 #include "soft.h"
-#include "roce/roce.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -65,8 +64,6 @@ static int wr_complete(struct ibv_qp_ex *x)
 		uint32_t st = qp->entry->state.load();
 		if (st != IBV_QPS_RTS && st != IBV_QPS_ERR && st != IBV_QPS_SQD)
 			rc = EINVAL;
-		else if (qp->roce) // the RoCE v2 device's wire (roce/transport.cpp)
-			rc = roce_submit_wrs(qp, qp->staged, qp->staged_count);
 		else
 			rc = submit_wrs(qp, qp->staged, qp->staged_count);
 	}

@@ -15,6 +15,7 @@
 // (engine.h): responder.cpp, completer.cpp and dma.cpp.
 #include "engine.h"
 #include "log.h"
+#include "roce/roce.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -630,6 +631,8 @@ static int queue_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n, uint32_t *done)
 
 int submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 {
+	if (qp->roce) // a QP of the RoCE v2 device: its wire (roce/transport.cpp)
+		return roce_submit_wrs(qp, wrs, n);
 	qp_sq_lock(qp);
 	// All or nothing (ibv_wr_post(3)): a batch that does not fit behind
 	// the work already queued is refused before any of it is queued. In

@@ -146,7 +146,7 @@ static int read_interface(RoceCtx *rc)
 	memset(&ifr.ifr_ifru, 0, sizeof(ifr.ifr_ifru));
 	if (ioctl(s, SIOCGIFHWADDR, &ifr) == 0)
 		memcpy(rc->mac, ifr.ifr_hwaddr.sa_data, 6);
-	rc->up = link_up(s, rc->ifname);
+	rc->link_up = link_up(s, rc->ifname);
 	close(s);
 	uint8_t e[8];
 	eui64(rc->mac, e);
@@ -494,7 +494,6 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 			e = errno;
 	}
 	if (!e) {
-		rc->link_up = rc->up;
 		rc->nl = open_link_watch(rc);
 		ctx->roce = rc;
 		e = pthread_create(&rc->rx, nullptr, roce_rx_main, rc);
@@ -1025,7 +1024,6 @@ static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr
 
 static const struct verbs_context_ops g_roce_ops = [] {
 	struct verbs_context_ops o = {};
-	o.bind_mw = roce_bind_mw;
 	o.attach_mcast = roce_attach_mcast;
 	o.create_ah = roce_create_ah;
 	o.create_qp = roce_create_qp;

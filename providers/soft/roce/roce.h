@@ -137,13 +137,12 @@ struct RoceCtx {
 	std::atomic<uint32_t> if_mtu{0};
 	std::atomic<enum ibv_mtu> active_mtu{IBV_MTU_256};
 	std::atomic<uint64_t> mtu_read_ns{0};
-	bool up;                  // IFF_UP and IFF_RUNNING at open
 	// Port state events (IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR), as the
 	// kernel's rxe raises them when its interface goes down or comes up:
 	// the receive thread reads the interface's link messages from a
 	// NETLINK_ROUTE socket (libnl, RTNLGRP_LINK) and tells every context
 	// that uses this transport (ctxs, under ctx_lock) when the state
-	// (link_up: IFF_UP and IFF_RUNNING) changes. nl is null when the
+	// (link_up: IFF_UP and IFF_RUNNING, first read at open) changes. nl is null when the
 	// socket could not be made (no events then; query_port still reads the
 	// state at each call).
 	::nl_sock *nl = nullptr;
@@ -367,7 +366,6 @@ void roce_flush(RoceCtx *rc);
 // time (rc->lock held): before a QP or the device goes away.
 void roce_flush_acks(RoceCtx *rc);
 int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind);
 int roce_submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n);
 // Sets up the transport state for a transition to `next` (RTR: responder,
 // RTS: requester). rc->lock held.

@@ -2059,45 +2059,8 @@ int roce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
 }
 
 
-// ibv_bind_mw(3) of a type 1 window on an RC or UC QP of this device: a
-// IBV_WR_BIND_MW request queued behind the others (run in order by pump,
-// completed as a send). EINVAL for a type 2 window (ibv_post_send's
-// IBV_WR_BIND_MW binds those), another QP type, a region of another PD or a
-// QP not in RTS (or error: flushed); ENOMEM when the send queue is full.
-int roce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *ibmw, struct ibv_mw_bind *bind)
-{
-	if (!ibqp || !ibmw || !bind || ibmw->type != IBV_MW_TYPE_1)
-		return EINVAL;
-	SoftQp *qp = to_sqp(ibqp);
-	RoceCtx *rc = qp->ctx->roce;
-	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !qp->sq || !qp->scq || !qp->roce)
-		return EINVAL;
-	if (ibmw->context != ibqp->context ||
-	    (bind->bind_info.mr && bind->bind_info.mr->pd != ibmw->pd))
-		return EINVAL;
-	SoftWr *w = static_cast<SoftWr *>(alloca(sizeof(SoftWr)));
-	type1_bind_wr(*w, ibmw, bind);
-	ClockScope clock;
-	pthread_mutex_lock(&rc->lock);
-	uint32_t st = qp->entry->state.load(std::memory_order_acquire);
-	int err = 0;
-	if (st == IBV_QPS_ERR)
-		send_complete(qp, *w, IBV_WC_WR_FLUSH_ERR, 0);
-	else if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)
-		err = EINVAL;
-	else if ((err = queue_wr(qp, *w)) == 0) {
-		// The new R_Key is the window's from the post on, as a kernel
-		// device's provider sets it (the bind itself runs in queue order).
-		ibmw->rkey = w->bind_rkey;
-		pump(qp);
-	}
-	tx_done(rc);
-	pthread_mutex_unlock(&rc->lock);
-	return err;
-}
-
-// ibv_wr_complete(3) on an RC, UC or UD QP of this device: the n requests
-// qpex.cpp staged, queued (RC, UC) or sent (UD) in order. Nothing is posted
+// submit_wrs for a QP of this device (ibv_wr_complete(3) and ibv_bind_mw(3)
+// reach it there): the n requests, queued (RC, UC) or sent (UD) in order. Nothing is posted
 // when one of them has an opcode the wire does not carry (EINVAL: the QP's
 // send_ops_flags allow none, roce_create_qp_ex) or the send queue cannot take
 // them all (ENOMEM). In the error state each completes with a flush error.
@@ -2124,8 +2087,9 @@ int roce_submit_wrs(SoftQp *qp, SoftWr *wrs, uint32_t n)
 				err = ud_send(qp, wrs[i]);
 			else
 				err = queue_wr(qp, wrs[i]);
-			// A bind's new R_Key is the window's from the post on
-			// (roce_bind_mw).
+			// A bind's new R_Key is the window's from the post on, as a
+			// kernel device's provider sets it (the bind itself runs in
+			// queue order).
 			if (!err && wrs[i].opcode == IBV_WR_BIND_MW && wrs[i].mw)
 				wrs[i].mw->rkey = wrs[i].bind_rkey;
 		}
