@@ -37,6 +37,12 @@
 # posted on QP1 counts as a "state" drop).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
+# OVROCE_PAIRS=N (not with OVROCE_CM): N pairs of the program at once, N
+# servers in one namespace and N clients in the other (TCP ports %PORT%,
+# %PORT%+1, ...): N processes share each side's sroce0 (openverbs-roce(7)).
+# Every pair must pass; with VERBS_LOG_LEVEL=3 the logs must show datagrams
+# handed between the processes of a side (OVROCE_SHARE_NO_LOSS=1: none
+# lost on the way).
 # Exit 77 (skipped) when not root or without network namespaces.
 set -u
 LIB=$1; TMO=$2; shift 2
@@ -143,6 +149,53 @@ if [ -n "${OVROCE_CM:-}" ]; then
   fi
   set -- $client
   prog="$*"
+elif [ "${OVROCE_PAIRS:-1}" -gt 1 ]; then
+  # N servers, then N clients, all at once; each pair on a TCP port of its
+  # own (the programs' exchange of QP numbers).
+  prog=$1; shift
+  n=$OVROCE_PAIRS; k=0; spids=""
+  while [ $k -lt $n ]; do
+    run_as_user $nsa $va "$prog" -p $((port + k)) "$@" > "$logdir/server$k" 2>&1 &
+    spids="$spids $!"; k=$((k + 1))
+  done
+  k=0
+  while [ $k -lt $n ]; do
+    hex=$(printf ':%04X ' $((port + k))); i=0
+    while [ $i -lt 200 ] && ! ip netns exec $nsa cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex"; do
+      sleep 0.05; i=$((i + 1))
+    done
+    k=$((k + 1))
+  done
+  k=0; cpids=""
+  while [ $k -lt $n ]; do
+    run_as_user $nsb $vb "$prog" -p $((port + k)) "$@" 10.231.0.1 > "$logdir/client$k" 2>&1 &
+    cpids="$cpids $!"; k=$((k + 1))
+  done
+  bad=0; k=0
+  for p in $cpids; do wait "$p" || { echo "FAIL: client $k exited $?"; bad=1; }; k=$((k + 1)); done
+  k=0
+  for p in $spids; do wait "$p" || { echo "FAIL: server $k exited $?"; bad=1; }; k=$((k + 1)); done
+  k=0
+  while [ $k -lt $n ]; do
+    echo "== server $k ($prog -p $((port + k)) $*)"; cat "$logdir/server$k"
+    echo "== client $k"; cat "$logdir/client$k"
+    k=$((k + 1))
+  done
+  if [ -n "${VERBS_LOG_LEVEL:-}" ] && [ "$VERBS_LOG_LEVEL" -ge 3 ] && [ $bad -eq 0 ]; then
+    # The kernel spreads a side's datagrams over its processes' sockets by
+    # their addresses and ports: some reach the wrong process, which hands
+    # them on.
+    cat "$logdir"/server* "$logdir"/client* > "$logdir/all"
+    handed=$(sed -n 's/.*QPs: \([0-9]*\) handed on, .*/\1/p' "$logdir/all" | awk '{s += $1} END {print s + 0}')
+    lost=$(sed -n 's/.*handed on, \([0-9]*\) lost on the way.*/\1/p' "$logdir/all" | awk '{s += $1} END {print s + 0}')
+    echo "== datagrams handed between processes: $handed, lost on the way: $lost"
+    [ "$handed" -gt 0 ] || { echo "FAIL: no datagram was handed on between processes"; bad=1; }
+    if [ -n "${OVROCE_SHARE_NO_LOSS:-}" ] && [ "$lost" -ne 0 ]; then
+      echo "FAIL: datagrams lost between processes"; bad=1
+    fi
+  fi
+  [ $bad -eq 0 ] || { echo FAIL; exit 1; }
+  exit 0
 else
 prog=$1; shift
 run_as_user $nsa $va "$prog" -p $port "$@" > "$logdir/server" 2>&1 &

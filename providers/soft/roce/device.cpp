@@ -291,6 +291,10 @@ static int open_socket(RoceCtx *rc)
 	    0)
 		softlog(2, "%s: SO_BINDTODEVICE: %s; the socket takes port %u on every interface",
 			rc->ifname, strerror(errno), ovroce::kRoceV2Port);
+	// Every process of the user that opens the device binds the port
+	// (share.cpp: the kernel admits only sockets of one user to the group;
+	// datagrams for another process's QPs are handed on).
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	struct sockaddr_in6 a = {};
 	a.sin6_family = AF_INET6;
 	a.sin6_port = htons(ovroce::kRoceV2Port);
@@ -298,9 +302,8 @@ static int open_socket(RoceCtx *rc)
 	if (bind(fd, reinterpret_cast<struct sockaddr *>(&a), sizeof(a)) != 0) {
 		int e = errno;
 		if (e == EADDRINUSE)
-			softlog(1, "%s: UDP port %u is in use on this interface (kernel rxe, or another "
-				   "process with this device open: one process per RoCE device and network "
-				   "namespace in this version)",
+			softlog(1, "%s: UDP port %u is in use on this interface (by the kernel's rxe, "
+				   "or by another user's process)",
 				rc->ifname, ovroce::kRoceV2Port);
 		else
 			softlog(1, "%s: cannot bind UDP port %u: %s", rc->ifname, ovroce::kRoceV2Port,
@@ -487,7 +490,11 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 	if (!e)
 		roce_refresh_gids(rc, true);
 	if (!e)
+		e = roce_share_open(rc, ctx->seg);
+	if (!e)
 		e = open_socket(rc);
+	if (!e)
+		e = roce_share_check(rc);
 	if (!e) {
 		rc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (rc->wake_fd < 0)
@@ -505,6 +512,7 @@ static int roce_open_new(SoftContext *ctx, const SoftDevice *dev, uint64_t netns
 		ctx->roce = nullptr;
 		if (rc->fd >= 0)
 			close(rc->fd);
+		roce_share_close(rc);
 		if (rc->wake_fd >= 0)
 			close(rc->wake_fd);
 		if (rc->nl)
@@ -539,8 +547,10 @@ void roce_close(SoftContext *ctx)
 				roce_mcast_forget(rc, qp);
 				qp = nullptr;
 			}
-		if (rc->gsi && rc->gsi->ctx == ctx)
+		if (rc->gsi && rc->gsi->ctx == ctx) {
 			rc->gsi = nullptr;
+			roce_gsi_release(rc);
+		}
 		pthread_mutex_unlock(&rc->lock);
 		ctx->roce = nullptr;
 		pthread_mutex_unlock(&g_roce_lock);
@@ -564,6 +574,7 @@ void roce_close(SoftContext *ctx)
 	if (rc->rx_started)
 		pthread_join(rc->rx, nullptr);
 	close(rc->fd);
+	roce_share_close(rc);
 	close(rc->wake_fd);
 	if (rc->nl)
 		nl_socket_free(rc->nl);
@@ -579,6 +590,13 @@ void roce_close(SoftContext *ctx)
 		(unsigned long long)rc->tx_packets.load(), (unsigned long long)rc->tx_errors.load(),
 		(unsigned long long)rc->retransmits.load(), rc->window,
 		(unsigned long long)rc->icrc_solved.load(), used ? drops : " none");
+	if (rc->fwd_out || rc->fwd_in || rc->fwd_lost || rc->fwd_bad)
+		softlog(3, "%s: datagrams of other processes' QPs: %llu handed on, %llu lost on the "
+			   "way; %llu handed to this one, %llu of them dropped",
+			rc->ifname, (unsigned long long)rc->fwd_out.load(),
+			(unsigned long long)rc->fwd_lost.load(),
+			(unsigned long long)(rc->fwd_in.load() + rc->fwd_bad.load()),
+			(unsigned long long)rc->fwd_bad.load());
 	softlog(3, "%s: receive thread woken %llu times by a thread arming a CQ's notification",
 		rc->ifname, (unsigned long long)rc->app_wait_wakes.load());
 	if (rc->fault)
@@ -802,8 +820,10 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
 		while (rc->slots_end && !rc->by_slot[rc->slots_end - 1])
 			rc->slots_end--;
-		if (rc->gsi == qp)
+		if (rc->gsi == qp) {
 			rc->gsi = nullptr;
+			roce_gsi_release(rc);
+		}
 	}
 	pthread_mutex_unlock(&rc->lock);
 	if (!e && rq) {
@@ -841,6 +861,18 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		pthread_mutex_unlock(&rc->lock);
 		return EINVAL;
 	}
+	// QP1 of the device: the first UD QP given the GSI Q_Key, in one
+	// process of those that share the device (share.cpp); another
+	// process's gets EBUSY. It stops being QP1 when its Q_Key changes.
+	bool claim = qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY) &&
+		     attr->qkey == kRoceGsiQkey && !rc->gsi;
+	if (claim) {
+		int c = roce_gsi_claim(rc);
+		if (c) {
+			pthread_mutex_unlock(&rc->lock);
+			return c;
+		}
+	}
 	auto cur = static_cast<enum ibv_qp_state>(qp->entry->state.load());
 	int e = soft_context_ops().modify_qp(ibqp, &a, mask);
 	if (!e) {
@@ -848,14 +880,15 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 			qp->attr.ah_attr = attr->ah_attr;
 		if (mask & IBV_QP_STATE)
 			roce_qp_transition(qp, cur, attr->qp_state);
-		// QP1 of this process: the first UD QP with the GSI Q_Key; it
-		// stops being QP1 when its Q_Key changes.
-		if (qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY)) {
-			if (qp->attr.qkey == kRoceGsiQkey && !rc->gsi)
-				rc->gsi = qp;
-			else if (qp->attr.qkey != kRoceGsiQkey && rc->gsi == qp)
-				rc->gsi = nullptr;
+		if (claim) {
+			rc->gsi = qp;
+		} else if (qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY) &&
+			   qp->attr.qkey != kRoceGsiQkey && rc->gsi == qp) {
+			rc->gsi = nullptr;
+			roce_gsi_release(rc);
 		}
+	} else if (claim) {
+		roce_gsi_release(rc);
 	}
 	pthread_mutex_unlock(&rc->lock);
 	return e;

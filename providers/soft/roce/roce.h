@@ -237,6 +237,23 @@ struct RoceCtx {
 	// which a kernel device gives only to privileged users). Datagrams for
 	// QPN 1 go to it, and it sends as QPN 1 (roce_gsi_update). Under lock.
 	SoftQp *gsi = nullptr;
+	// Several processes on the device (share.cpp): the device's segment
+	// (its QP table names each QP's owner; the endpoints' files are beside
+	// it), the names of the markers ("openverbs-sroce-UID-IFINDEX-" for
+	// every segment, then the segment's identity), the endpoint other
+	// processes hand this one's datagrams to, QP1's while this process
+	// holds it (-1: none), and whether any datagram was handed to this
+	// process yet (from then on a polling application reads the endpoints
+	// too).
+	const Segment *seg = nullptr;
+	char share_group[48] = {};
+	char share_prefix[96] = {};
+	int fwd_fd = -1;
+	int marker_fd = -1; // this process's marker (share.cpp)
+	int gsi_fd = -1;
+	int gsi_lock_fd = -1; // QP1's lock while this process holds it
+	std::atomic<bool> multi{false};
+	std::atomic<uint64_t> fwd_out{0}, fwd_in{0}, fwd_lost{0}, fwd_bad{0};
 	// Counters (for diagnostics and tests: roce_counters()).
 	std::atomic<uint64_t> drops[ovroce::D_COUNT];
 	std::atomic<uint64_t> rx_packets, tx_packets, tx_errors, retransmits, icrc_solved;
@@ -378,6 +395,36 @@ inline constexpr uint32_t kRoceGsiQpn = 1;
 // The destination QP number of every multicast datagram (IBTA 9.8.2).
 inline constexpr uint32_t kRoceMcastQpn = 0xffffff;
 
+
+// share.cpp: several processes on one device (src/DESIGN.md).
+// Makes this process's endpoint for datagrams of its QPs that reached
+// another process's socket (before the UDP port is bound).
+int roce_share_open(RoceCtx *rc, const Segment *seg);
+// After the port is bound: EADDRINUSE when a process of another segment
+// (another /dev/shm) shares it.
+int roce_share_check(RoceCtx *rc);
+void roce_share_close(RoceCtx *rc);
+// Makes this process QP1's holder on the device: EBUSY when another is.
+int roce_gsi_claim(RoceCtx *rc);
+void roce_gsi_release(RoceCtx *rc);
+// The process a datagram for QPN qpn belongs to: 0 this one (or none:
+// handled, and dropped, here), -1 QP1's holder, else its pid.
+int roce_share_target(RoceCtx *rc, uint32_t qpn);
+// Hands datagram [p, p+n) (a UDP_GRO train of gro_seg-byte packets when
+// gro_seg < n) to process `target` (as roce_share_target gives it): 1 done,
+// 0 lost (the endpoint's queue is full), -1 no such endpoint.
+int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t gro_seg,
+		     const struct sockaddr_in6 &from, const uint8_t dst[16], int ifindex);
+// What came with a datagram handed on.
+struct RoceFwdMeta {
+	struct sockaddr_in6 from;
+	uint8_t dst[16];
+	int ifindex;
+	uint32_t gro_seg;
+};
+// Reads one datagram handed to endpoint fd into buf: its length, 0 when it
+// was dropped (not of this user, or malformed), -1 when none waits.
+ssize_t roce_share_recv(RoceCtx *rc, int fd, uint8_t *buf, size_t cap, RoceFwdMeta *meta);
 
 // Path MTU in bytes for the enum.
 uint32_t roce_mtu_bytes(enum ibv_mtu m);

@@ -1470,6 +1470,31 @@ void note_ip_id(RoceQp *r, const IpMeta &ip, bool solved, uint16_t id)
 	}
 }
 
+// A datagram's destination address (IPv4-mapped for IPv4) and the
+// interface it arrived on, from its packet information (IPV6_PKTINFO,
+// IP_PKTINFO); ifindex 0 when there is none.
+void arrival(const struct msghdr &msg, uint8_t dst[16], int *ifindex)
+{
+	memset(dst, 0, 16);
+	*ifindex = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(const_cast<struct msghdr *>(&msg)); c;
+	     c = CMSG_NXTHDR(const_cast<struct msghdr *>(&msg), c)) {
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(dst, &pi.ipi6_addr, 16);
+			*ifindex = int(pi.ipi6_ifindex);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memset(dst, 0, 10);
+			dst[10] = dst[11] = 0xff;
+			memcpy(dst + 12, &pi.ipi_addr, 4);
+			*ifindex = pi.ipi_ifindex;
+		}
+	}
+}
+
 void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 {
 	rc->rx_packets++;
@@ -1479,23 +1504,9 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	}
 	auto *from = static_cast<const struct sockaddr_in6 *>(msg.msg_name);
 	const uint8_t *s = reinterpret_cast<const uint8_t *>(&from->sin6_addr);
-	uint8_t dst[16] = {};
-	int ifindex = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(const_cast<struct msghdr *>(&msg)); c;
-	     c = CMSG_NXTHDR(const_cast<struct msghdr *>(&msg), c)) {
-		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-			struct in6_pktinfo pi;
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			memcpy(dst, &pi.ipi6_addr, 16);
-			ifindex = int(pi.ipi6_ifindex);
-		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			dst[10] = dst[11] = 0xff;
-			memcpy(dst + 12, &pi.ipi_addr, 4);
-			ifindex = pi.ipi_ifindex;
-		}
-	}
+	uint8_t dst[16];
+	int ifindex;
+	arrival(msg, dst, &ifindex);
 	if (ifindex != rc->ifindex) {
 		rc->drops[D_SOURCE]++;
 		return;
@@ -1665,6 +1676,110 @@ void inject(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	release_held(rc);
 }
 
+// Several processes on the device (share.cpp): a datagram this process's
+// socket read for a QP of another process goes to that process, whole
+// when it is a train of packets all for that QP, else packet by packet.
+// True when it was handed on (or lost on the way, as on a wire); false
+// when it is this process's to handle (or to drop: no process has an
+// endpoint for it).
+uint32_t bth_dqpn(const uint8_t *p) { return uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7]; }
+
+bool hand_on(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct msghdr &msg)
+{
+	if (len < kBthBytes || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+		return false;
+	uint32_t qpn = bth_dqpn(p);
+	int t = roce_share_target(rc, qpn);
+	bool uniform = true;
+	for (size_t off = seg; off < len && uniform; off += seg)
+		uniform = len - off >= kBthBytes && bth_dqpn(p + off) == qpn;
+	if (!t && uniform)
+		return false;
+	uint8_t dst[16];
+	int ifindex;
+	arrival(msg, dst, &ifindex);
+	if (ifindex != rc->ifindex)
+		return false; // not of this interface: dropped here
+	const auto &from = *static_cast<const struct sockaddr_in6 *>(msg.msg_name);
+	if (uniform)
+		return roce_share_send(rc, t, p, len, seg, from, dst, ifindex) >= 0;
+	// A train of packets for several QPs (two peer QPs whose datagrams
+	// share their addresses and ports): each packet to its own process.
+	for (size_t off = 0; off < len; off += seg) {
+		size_t n = std::min(seg, len - off);
+		int to = n >= kBthBytes ? roce_share_target(rc, bth_dqpn(p + off)) : 0;
+		if (to && roce_share_send(rc, to, p + off, n, n, from, dst, ifindex) >= 0)
+			continue;
+		if (n > kRoceMaxDatagram)
+			rc->rx_packets++, rc->drops[D_LENGTH]++;
+		else
+			inject(rc, p + off, n, msg);
+	}
+	return true;
+}
+
+// One datagram read from the socket (or handed on by another process,
+// `handed`): a train that UDP_GRO kept whole (packets of `seg` bytes, the
+// last one may be shorter) is cut into its packets, each a datagram of its
+// own. rx_lock held.
+void take_datagram(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct msghdr &msg,
+		   bool handed)
+{
+	if (!seg || seg > len)
+		seg = len;
+	if (!handed && hand_on(rc, p, len, seg, msg))
+		return;
+	size_t off = 0;
+	do {
+		size_t n = std::min(seg, len - off);
+		if (n > kRoceMaxDatagram) {
+			rc->rx_packets++;
+			rc->drops[D_LENGTH]++;
+		} else {
+			inject(rc, p + off, n, msg);
+		}
+		off += n;
+	} while (off < len);
+}
+
+// Handles the datagrams other processes handed to this one's endpoints
+// (the process's own, and QP1's while it holds QP1), at most a batch's
+// worth, in rx_bufs (free by then). Returns how many. rx_lock held.
+int drain_handed(RoceCtx *rc)
+{
+	int total = 0;
+	for (int fd : {rc->fwd_fd, rc->gsi_fd}) {
+		for (int i = 0; fd >= 0 && i < kRoceBatch; i++) {
+			RoceFwdMeta m;
+			ssize_t n = roce_share_recv(rc, fd, rc->rx_bufs, kRoceRxBuffer, &m);
+			if (n < 0)
+				break;
+			if (n == 0)
+				continue;
+			union {
+				char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+				struct cmsghdr align;
+			} ctl = {};
+			struct msghdr msg = {};
+			msg.msg_name = &m.from;
+			msg.msg_namelen = sizeof(m.from);
+			msg.msg_control = ctl.b;
+			msg.msg_controllen = sizeof(ctl.b);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = IPPROTO_IPV6;
+			c->cmsg_type = IPV6_PKTINFO;
+			c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
+			struct in6_pktinfo pi = {};
+			memcpy(&pi.ipi6_addr, m.dst, 16);
+			pi.ipi6_ifindex = unsigned(m.ifindex);
+			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+			take_datagram(rc, rc->rx_bufs, size_t(n), m.gro_seg, msg, true);
+			total++;
+		}
+	}
+	return total;
+}
+
 // Retransmission and RNR timers of every QP, and the delayed ACKs that are
 // due. Returns the next retransmission or RNR deadline (0: none; also the new
 // timer_hint_ns) and sets *ack_next to the next delayed ACK's (0: none).
@@ -1763,8 +1878,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		for (int i = 0; i < got; i++) {
 			auto *p = static_cast<uint8_t *>(iovs[i].iov_base);
 			size_t len = msgs[i].msg_len;
-			// A train that UDP_GRO kept whole: packets of `seg` bytes (the
-			// last one may be shorter), each one a datagram of its own.
+			// A train that UDP_GRO kept whole: its packets' size.
 			size_t seg = len;
 			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c;
 			     c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
@@ -1775,23 +1889,21 @@ int roce_drain(RoceCtx *rc, bool from_app)
 					if (g > 0)
 						seg = size_t(g);
 				}
-			size_t off = 0;
-			do {
-				size_t n = std::min(seg, len - off);
-				if (n > kRoceMaxDatagram) {
-					rc->rx_packets++;
-					rc->drops[D_LENGTH]++;
-				} else {
-					inject(rc, p + off, n, msgs[i].msg_hdr);
-				}
-				off += n;
-			} while (off < len);
+			take_datagram(rc, p, len, seg, msgs[i].msg_hdr, false);
 		}
 		total += got;
 		if (got < kRoceBatch)
 			break;
 	}
 	rc->rx_dirty = dirty;
+	// Datagrams other processes handed on: once any came (the receive
+	// thread watches the endpoints and sets `multi`), polls read them too.
+	if (rc->multi.load(std::memory_order_relaxed)) {
+		int n = drain_handed(rc);
+		if (n && !clock)
+			clock.emplace();
+		total += n;
+	}
 	if (rc->fault && rc->fault->held_len && ns_since(clock_ns(), rc->fault->held_ns) >= kRoceHoldNs)
 		release_held(rc);
 	// What the datagrams asked for leaves now: coalesced ACKs, the
@@ -1868,12 +1980,17 @@ void *roce_rx_main(void *arg)
 			wait_ns = hint <= now ? 0 : hint - now;
 		// The wake eventfd, the link messages (port events), then the
 		// socket, which is left out while applications read it.
-		struct pollfd pf[3] = {{rc->wake_fd, POLLIN, 0},
+		// The endpoints other processes hand this one's datagrams to are
+		// watched always: the first datagram there tells that polls must
+		// read them too (`multi`).
+		struct pollfd pf[5] = {{rc->wake_fd, POLLIN, 0},
 				       {rc->nl ? nl_socket_get_fd(rc->nl) : -1, POLLIN, 0},
+				       {rc->fwd_fd, POLLIN, 0},
+				       {rc->gsi_fd, POLLIN, 0},
 				       {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
-		int pr = ppoll(pf, app_reads ? 2 : 3, &ts, nullptr);
+		int pr = ppoll(pf, app_reads ? 4 : 5, &ts, nullptr);
 		rc->rx_wake_ns.store(0, std::memory_order_relaxed);
 
 		if (pr < 0 && errno != EINTR)
@@ -1886,7 +2003,10 @@ void *roce_rx_main(void *arg)
 		}
 		if (pf[1].revents)
 			roce_read_link_messages(rc);
-		if ((!app_reads && (pf[2].revents & POLLIN)) ||
+		bool handed = (pf[2].revents | pf[3].revents) & POLLIN;
+		if (handed)
+			rc->multi.store(true, std::memory_order_relaxed);
+		if ((!app_reads && (pf[4].revents & POLLIN)) || handed ||
 		    rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}

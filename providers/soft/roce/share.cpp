@@ -1,0 +1,367 @@
+// RoCE v2 software device: several processes on one device. Every process
+// that opens sroceN on an interface binds its own UDP socket to port 4791
+// with SO_REUSEPORT (socket(7)); the kernel lets only sockets of the same
+// user into such a group, and spreads the arriving datagrams over them by a
+// hash of their addresses and ports, which knows nothing of QPs. So a
+// process may read a datagram for a QP of another: it looks the QP's owner
+// up in the device's segment (one QP-number space for all processes of the
+// user in the namespace: QpEntry::owner_pid) and hands the datagram on,
+// unchanged, with the addresses its ICRC covers, to that process's endpoint:
+// an AF_UNIX datagram socket (unix(7)) whose file lies beside the segment,
+// in the user's own directory of /dev/shm, where no other user can bind or
+// send. The receiver also checks that the sender is of its user
+// (SO_PASSCRED), and never hands a datagram on again. Datagrams for QP1 (the
+// CM's MADs) go to the one process that holds QP1 on the device
+// (roce_gsi_claim). Multicast datagrams reach every socket of the group by
+// themselves. src/DESIGN.md ("Several processes on one device") says why.
+#include "roce.h"
+#include "../log.h"
+#include "../objects.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace ovsoft {
+
+namespace {
+
+// What precedes a datagram handed on: the receiver handles it as if its own
+// socket had read it (transport.cpp).
+struct FwdHeader {
+	uint32_t magic;
+	uint32_t ifindex;  // the interface it arrived on
+	uint32_t gro_seg;  // a UDP_GRO train's packet size (0: one packet)
+	uint32_t reserved;
+	struct sockaddr_in6 from; // its source address and port
+	uint8_t dst[16];   // its destination address (IPv4-mapped for IPv4)
+};
+constexpr uint32_t kFwdMagic = 0x4f565246; // "OVRF"
+
+// The endpoint of process `who` of rc's device (a pid, or -1: QP1's
+// holder): a socket file beside the device's segment, in the user's own
+// directory of /dev/shm (mode 0700: no other user can bind or reach it).
+// Returns the address length, 0 when the path does not fit.
+socklen_t endpoint_path(const RoceCtx *rc, int who, struct sockaddr_un *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int n = who < 0 ? snprintf(a->sun_path, sizeof(a->sun_path), "%s.fwd-qp1", rc->seg->path)
+			: snprintf(a->sun_path, sizeof(a->sun_path), "%s.fwd-%d", rc->seg->path, who);
+	if (n < 0 || size_t(n) >= sizeof(a->sun_path))
+		return 0;
+	return socklen_t(offsetof(struct sockaddr_un, sun_path) + size_t(n) + 1);
+}
+
+// A marker in the abstract namespace (unix(7)), which belongs to the
+// network namespace as the port does: "openverbs-sroce-UID-IFINDEX-" (the
+// group), the segment's identity, then the pid or "qp1". Markers tell a
+// process at open whether one of another segment shares the port; QP1's is
+// the lock on QP1 (the kernel frees both when their process dies). Returns
+// the address length.
+socklen_t marker_name(const RoceCtx *rc, int who, struct sockaddr_un *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	char *p = a->sun_path + 1; // sun_path[0] 0: the abstract namespace
+	size_t room = sizeof(a->sun_path) - 1;
+	int n = who < 0 ? snprintf(p, room, "%s-qp1", rc->share_prefix)
+			: snprintf(p, room, "%s-%d", rc->share_prefix, who);
+	return socklen_t(offsetof(struct sockaddr_un, sun_path) + 1 + size_t(n));
+}
+
+// Binds a new socket to a (unlinking a stale socket file first when
+// `path`); the socket, or -1 with errno.
+int bind_socket(const struct sockaddr_un *a, socklen_t al, bool path, int (*make)())
+{
+	int fd = make();
+	if (fd < 0)
+		return -1;
+	if (path)
+		unlink(a->sun_path);
+	if (bind(fd, reinterpret_cast<const struct sockaddr *>(a), al) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int marker_socket()
+{
+	return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+// How long a process waits to hand a datagram on while the receiving
+// endpoint's queue is full (a burst: the kernel queues only
+// net.unix.max_dgram_qlen datagrams, 10 by default, per endpoint). Two
+// processes that wait for each other's queues each give up after this; the
+// datagram is then lost as on a wire.
+constexpr long kHandOnWaitUs = 2000;
+
+// An endpoint: blocking sends (up to kHandOnWaitUs), receives with
+// MSG_DONTWAIT, the sender's credentials with each datagram.
+int endpoint_socket()
+{
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	struct timeval wait = {0, kHandOnWaitUs};
+	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0 ||
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait)) != 0)) {
+		close(fd);
+		return -1;
+	}
+	// Room for a few trains (each up to 64 KiB) on their way out.
+	int buf = 1 << 20;
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	return fd;
+}
+
+// Removes the endpoint files of processes of the segment at `seg_path`
+// that died without closing the device (killed): "<segment>.fwd-<pid>" of
+// a pid that no longer exists.
+void forget_dead(const char *seg_path)
+{
+	const char *slash = strrchr(seg_path, '/');
+	if (!slash)
+		return;
+	std::string dir(seg_path, size_t(slash - seg_path));
+	std::string stem = std::string(slash + 1) + ".fwd-";
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return;
+	while (struct dirent *e = readdir(d)) {
+		if (strncmp(e->d_name, stem.c_str(), stem.size()) != 0)
+			continue;
+		char *end = nullptr;
+		long pid = strtol(e->d_name + stem.size(), &end, 10);
+		if (pid > 0 && end && !*end && kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
+} // namespace
+
+int roce_share_open(RoceCtx *rc, const Segment *seg)
+{
+	struct stat st;
+	if (!seg || (fstat(seg->fd, &st) != 0 && stat(seg->path, &st) != 0))
+		return EIO;
+	rc->seg = seg;
+	// "openverbs-sroce-UID-IFINDEX-" then the segment (device and inode of
+	// its file: processes that see another /dev/shm have another one).
+	snprintf(rc->share_group, sizeof(rc->share_group), "openverbs-sroce-%u-%d-",
+		 unsigned(geteuid()), rc->ifindex);
+	snprintf(rc->share_prefix, sizeof(rc->share_prefix), "%s%llx.%llx", rc->share_group,
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	forget_dead(seg->path);
+	struct sockaddr_un a;
+	socklen_t al = endpoint_path(rc, self_pid(), &a);
+	if (!al)
+		return ENAMETOOLONG;
+	// (A file of this pid is a dead process's: pids are unique among the
+	// living ones of the segment's processes, which share a PID namespace.)
+	rc->fwd_fd = bind_socket(&a, al, true, endpoint_socket);
+	if (rc->fwd_fd >= 0) {
+		al = marker_name(rc, self_pid(), &a);
+		rc->marker_fd = bind_socket(&a, al, false, marker_socket);
+	}
+	if (rc->fwd_fd < 0 || rc->marker_fd < 0) {
+		int e = errno ? errno : EIO;
+		softlog(1, "%s: cannot make this process's endpoint for datagrams of its QPs: %s",
+			rc->ifname, strerror(e));
+		roce_share_close(rc);
+		return e;
+	}
+	return 0;
+}
+
+int roce_share_check(RoceCtx *rc)
+{
+	// Every endpoint of the user's processes on this interface and in this
+	// namespace (abstract names are the namespace's). The endpoint was
+	// bound before the UDP port: of two processes of different segments
+	// that bind at once, at least the later one sees the other here.
+	FILE *f = fopen("/proc/self/net/unix", "re");
+	if (!f)
+		return 0; // no procfs: nothing to tell apart (documented)
+	char line[512];
+	size_t gl = strlen(rc->share_group), pl = strlen(rc->share_prefix);
+	int e = 0;
+	while (!e && fgets(line, sizeof(line), f)) {
+		const char *at = strstr(line, " @");
+		if (!at || strncmp(at + 2, rc->share_group, gl) != 0)
+			continue;
+		const char *name = at + 2;
+		if (strncmp(name, rc->share_prefix, pl) == 0 && name[pl] == '-')
+			continue; // one of this segment's processes
+		e = EADDRINUSE;
+		char other[128];
+		snprintf(other, sizeof(other), "%s", name);
+		other[strcspn(other, "\n")] = 0;
+		softlog(1, "%s: UDP port %u is shared with a process of another device segment (%s): "
+			   "processes that share a RoCE device must see the same /dev/shm",
+			rc->ifname, ovroce::kRoceV2Port, other);
+	}
+	fclose(f);
+	return e;
+}
+
+void roce_share_close(RoceCtx *rc)
+{
+	roce_gsi_release(rc);
+	struct sockaddr_un a;
+	if (rc->fwd_fd >= 0 && endpoint_path(rc, self_pid(), &a))
+		unlink(a.sun_path);
+	for (int *fd : {&rc->fwd_fd, &rc->marker_fd}) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+	}
+}
+
+int roce_gsi_claim(RoceCtx *rc)
+{
+	if (rc->gsi_fd >= 0)
+		return 0;
+	// The lock first (a marker: no other live process holds QP1 while it
+	// is bound), then the endpoint, a stale file of a dead holder replaced.
+	struct sockaddr_un a;
+	socklen_t al = marker_name(rc, -1, &a);
+	int lock = bind_socket(&a, al, false, marker_socket);
+	if (lock < 0) {
+		int e = errno;
+		if (e != EADDRINUSE)
+			return e;
+		softlog(1, "%s: QP1 (the Q_Key 0x%x) is held by another process on this device",
+			rc->ifname, kRoceGsiQkey);
+		return EBUSY;
+	}
+	al = endpoint_path(rc, -1, &a);
+	int fd = al ? bind_socket(&a, al, true, endpoint_socket) : -1;
+	if (fd < 0) {
+		int e = al ? errno : ENAMETOOLONG;
+		close(lock);
+		return e;
+	}
+	rc->gsi_lock_fd = lock;
+	rc->gsi_fd = fd;
+	return 0;
+}
+
+void roce_gsi_release(RoceCtx *rc)
+{
+	if (rc->gsi_fd < 0)
+		return;
+	struct sockaddr_un a;
+	if (endpoint_path(rc, -1, &a))
+		unlink(a.sun_path); // before the lock goes: the next holder's file is its own
+	close(rc->gsi_fd);
+	close(rc->gsi_lock_fd);
+	rc->gsi_fd = rc->gsi_lock_fd = -1;
+}
+
+int roce_share_target(RoceCtx *rc, uint32_t qpn)
+{
+	if (qpn == kRoceMcastQpn)
+		return 0;
+	if (qpn == kRoceGsiQpn)
+		return rc->gsi_fd >= 0 ? 0 : -1;
+	uint32_t slot = qpn - kQpnBase;
+	if (qpn < kQpnBase || slot >= kMaxQps || !rc->seg)
+		return 0;
+	if (__atomic_load_n(&rc->by_slot[slot], __ATOMIC_RELAXED))
+		return 0;
+	const QpEntry &e = rc->seg->hdr->qps[slot];
+	if (e.slot.load(std::memory_order_acquire) != SLOT_LIVE)
+		return 0;
+	int32_t pid = __atomic_load_n(&e.owner_pid, __ATOMIC_RELAXED);
+	return pid > 0 && pid != self_pid() ? pid : 0;
+}
+
+int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t gro_seg,
+		     const struct sockaddr_in6 &from, const uint8_t dst[16], int ifindex)
+{
+	FwdHeader h = {};
+	h.magic = kFwdMagic;
+	h.ifindex = uint32_t(ifindex);
+	h.gro_seg = gro_seg < n ? uint32_t(gro_seg) : 0;
+	h.from = from;
+	memcpy(h.dst, dst, 16);
+	struct sockaddr_un a;
+	socklen_t al = endpoint_path(rc, target, &a);
+	struct iovec iov[2] = {{&h, sizeof(h)}, {const_cast<uint8_t *>(p), n}};
+	struct msghdr m = {};
+	m.msg_name = &a;
+	m.msg_namelen = al;
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	ssize_t sent;
+	do
+		sent = sendmsg(rc->fwd_fd, &m, MSG_NOSIGNAL);
+	while (sent < 0 && errno == EINTR);
+	if (sent < 0) {
+		// No such endpoint (the owner is gone, or nobody holds QP1): this
+		// process drops it. A full queue: lost as on a wire (RC sends it
+		// again).
+		if (errno == ECONNREFUSED || errno == ENOENT)
+			return -1;
+		rc->fwd_lost++;
+		return 0;
+	}
+	rc->fwd_out++;
+	return 1;
+}
+
+ssize_t roce_share_recv(RoceCtx *rc, int fd, uint8_t *buf, size_t cap, RoceFwdMeta *meta)
+{
+	FwdHeader h;
+	struct iovec iov[2] = {{&h, sizeof(h)}, {buf, cap}};
+	union {
+		char b[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr m = {};
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	m.msg_control = ctl.b;
+	m.msg_controllen = sizeof(ctl.b);
+	ssize_t got = recvmsg(fd, &m, MSG_DONTWAIT);
+	if (got < 0)
+		return -1;
+	bool mine = false;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+			struct ucred u;
+			memcpy(&u, CMSG_DATA(c), sizeof(u));
+			mine = u.uid == geteuid();
+		}
+	if (!mine || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || size_t(got) < sizeof(h) ||
+	    h.magic != kFwdMagic || h.from.sin6_family != AF_INET6) {
+		rc->fwd_bad++;
+		softlog(3, "%s: a datagram handed on by %s was dropped (%zd bytes)", rc->ifname,
+			mine ? "a process of this user" : "another user's process", got);
+		return 0;
+	}
+	rc->fwd_in++;
+	meta->from = h.from;
+	memcpy(meta->dst, h.dst, 16);
+	meta->ifindex = int(h.ifindex);
+	meta->gro_seg = h.gro_seg;
+	return got - ssize_t(sizeof(h));
+}
+
+} // namespace ovsoft

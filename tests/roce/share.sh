@@ -1,0 +1,68 @@
+#!/bin/sh
+# Several processes on one RoCE v2 software device: what they may not share.
+# sroce0 on a veth end in a network namespace of its own; share_probe
+# (tests/roce/share_probe.c) opens it and asks for QP1 (a UD QP with the GSI
+# Q_Key, as a connection manager does):
+#  1. the first process gets QP1;
+#  2. a second one, same /dev/shm, opens the device but gets EBUSY for QP1;
+#  3. one with a /dev/shm of its own (another device segment: another QP
+#     number space) cannot open the device at all;
+#  4. once the first is killed (SIGKILL), a new process gets QP1.
+#
+#   share.sh LIBDIR SHARE_PROBE_PROGRAM
+#
+# Root only (namespaces); exit 77 (skipped) otherwise.
+set -u
+LIB=$(cd "$1" && pwd); PROG=$2
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77; fi
+if [ -z "${OVROCE_INNER:-}" ]; then
+  exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$PROG"
+fi
+mount -t tmpfs tmpfs /dev/shm || exit 1
+mount -t tmpfs tmpfs /run 2>/dev/null || true
+ns=ovsh$$ nsp=ovshp$$ va=ovsa$$ vb=ovsb$$
+dir=$(mktemp -d /tmp/ovroce-share.XXXXXX)
+chmod 755 "$dir"
+cleanup() { ip netns del $ns 2>/dev/null; ip netns del $nsp 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+ip netns add $ns && ip netns add $nsp || { echo "SKIP: no network namespaces"; exit 77; }
+ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
+ip link set $va netns $ns && ip link set $vb netns $nsp || exit 1
+ip -n $ns addr add 10.235.0.1/24 dev $va || exit 1
+ip -n $ns link set $va up && ip -n $nsp link set $vb up || exit 1
+# probe NAME SECONDS [own]: share_probe as "nobody" (own: a /dev/shm of its own).
+probe() {
+  own=""
+  [ $# -ge 3 ] && own='mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"'
+  ip netns exec $ns ${own:+sh -c "$own"} setpriv --reuid=65534 --regid=65534 --clear-groups \
+    --inh-caps=-all env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE=$va VERBS_LOG_LEVEL=3 \
+    timeout 60 "$PROG" sroce0 "$2" > "$dir/$1" 2>&1
+}
+fail=0
+expect() { # NAME LINE
+  grep -qx "$2" "$dir/$1" || { echo "FAIL: $1: expected '$2'"; cat "$dir/$1"; fail=1; }
+}
+probe first 30 &
+first=$!
+i=0
+until grep -q '^qp1:' "$dir/first" 2>/dev/null; do
+  i=$((i + 1)); [ $i -le 200 ] || { cat "$dir/first"; echo "FAIL: the first process did not start"; exit 1; }
+  sleep 0.05
+done
+expect first "qp1: ok"
+probe second 0
+expect second "open: ok"
+expect second "qp1: Device or resource busy"
+probe other 0 own
+expect other "open: Address already in use"
+grep -q "shared with a process of another device segment" "$dir/other" ||
+  { echo "FAIL: other: no diagnostic naming the other segment"; cat "$dir/other"; fail=1; }
+# SIGKILL: the kernel closes the holder's endpoints, QP1 is free again.
+pkill -KILL -f "share_probe sroce0 30"
+wait $first 2>/dev/null
+probe after 0
+expect after "open: ok"
+expect after "qp1: ok"
+for f in first second other after; do echo "== $f"; cat "$dir/$f"; done
+[ $fail -eq 0 ] || { echo FAIL; exit 1; }
+echo "PASS"
