@@ -7,7 +7,8 @@
 #  2. a second one, same /dev/shm, opens the device but gets EBUSY for QP1;
 #  3. one with a /dev/shm of its own (another device segment: another QP
 #     number space) cannot open the device at all;
-#  4. once the first is killed (SIGKILL), a new process gets QP1.
+#  4. malformed datagrams handed to the first one's endpoint are dropped;
+#  5. once the first is killed (SIGKILL), a new process gets QP1.
 #
 #   share.sh LIBDIR SHARE_PROBE_PROGRAM
 #
@@ -57,6 +58,25 @@ probe other 0 own
 expect other "open: Address already in use"
 grep -q "shared with a process of another device segment" "$dir/other" ||
   { echo "FAIL: other: no diagnostic naming the other segment"; cat "$dir/other"; fail=1; }
+# Malformed datagrams handed to the first process's endpoint (by a process
+# of its user: another user cannot reach the directory): each dropped and
+# logged, never handled.
+ep=$(ls /dev/shm/openverbs-65534/*.fwd-[0-9]* 2>/dev/null | head -1)
+[ -n "$ep" ] || { echo "FAIL: no endpoint file beside the segment"; ls -la /dev/shm/openverbs-65534; fail=1; }
+if [ -n "$ep" ]; then
+  ip netns exec $ns setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all /usr/bin/python3 -c '
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+hdr = struct.pack("<IIII", 0x4f565246, 0, 0, 0) + struct.pack("<H", 10) + bytes(26) + bytes(16)
+for d in (b"short", b"\0" * 64 + b"payload", hdr[:-1], struct.pack("<H", 2).join([hdr[:16], hdr[18:]]) + b"x" * 40):
+    s.sendto(d, sys.argv[1])
+' "$ep"
+  i=0
+  until [ "$(grep -c 'handed on by a process of this user was dropped' "$dir/first")" -ge 4 ]; do
+    i=$((i + 1)); [ $i -le 100 ] || { echo "FAIL: malformed handed datagrams not all dropped"; fail=1; break; }
+    sleep 0.05
+  done
+fi
 # SIGKILL: the kernel closes the holder's endpoints, QP1 is free again.
 pkill -KILL -f "share_probe sroce0 30"
 wait $first 2>/dev/null
