@@ -50,12 +50,9 @@ if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77
 # shellcheck source=tests/perftest_rerun.sh
 . "$(dirname "$0")/../perftest_rerun.sh"
 perftest_rerun "$0" "$LIB" "$TMO" "$@"
-if [ -z "${OVROCE_INNER:-}" ]; then
-  # A private mount namespace: /dev/shm and /run/netns of this run only.
-  exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$TMO" "$@"
-fi
-mount -t tmpfs tmpfs /dev/shm || exit 1
-mount -t tmpfs tmpfs /run 2>/dev/null || true
+# shellcheck source=tests/roce/private_mounts.sh
+. "$(dirname "$0")/private_mounts.sh"
+ovroce_private_mounts "$0" "$LIB" "$TMO" "$@"
 tag=$$
 nsa=ovra$tag; nsb=ovrb$tag; va=ovva$tag; vb=ovvb$tag
 logdir=$(mktemp -d /tmp/ovroce-test.XXXXXX)

@@ -14,14 +14,11 @@
 # Root only (namespaces); exit 77 (skipped) otherwise or without python3-pyverbs.
 set -u
 LIB=$(cd "$1" && pwd); MIN_OK=$2; shift 2
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77; fi
 src=/usr/share/doc/rdma-core/tests
 [ -f "$src/run_tests.py" ] || { echo "SKIP: rdma-core's tests not installed (python3-pyverbs)"; exit 77; }
-if [ -z "${OVROCE_INNER:-}" ]; then
-  exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$MIN_OK" "$@"
-fi
-mount -t tmpfs tmpfs /dev/shm || exit 1
-mount -t tmpfs tmpfs /run 2>/dev/null || true
+# shellcheck source=tests/roce/private_mounts.sh
+. "$(dirname "$0")/private_mounts.sh"
+ovroce_private_mounts "$0" "$LIB" "$MIN_OK" "$@"
 work=$(mktemp -d /tmp/ovroce-pyverbs.XXXXXX)
 ns=ovpy$$ nsp=ovpyp$$ va=ovpa$$ vb=ovpb$$
 cleanup() { ip netns del $ns 2>/dev/null; ip netns del $nsp 2>/dev/null; rm -rf "$work"; }

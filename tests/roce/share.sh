@@ -15,12 +15,9 @@
 # Root only (namespaces); exit 77 (skipped) otherwise.
 set -u
 LIB=$(cd "$1" && pwd); PROG=$2
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77; fi
-if [ -z "${OVROCE_INNER:-}" ]; then
-  exec unshare --mount --propagation private env OVROCE_INNER=1 sh "$0" "$LIB" "$PROG"
-fi
-mount -t tmpfs tmpfs /dev/shm || exit 1
-mount -t tmpfs tmpfs /run 2>/dev/null || true
+# shellcheck source=tests/roce/private_mounts.sh
+. "$(dirname "$0")/private_mounts.sh"
+ovroce_private_mounts "$0" "$LIB" "$PROG"
 ns=ovsh$$ nsp=ovshp$$ va=ovsa$$ vb=ovsb$$
 dir=$(mktemp -d /tmp/ovroce-share.XXXXXX)
 chmod 755 "$dir"
