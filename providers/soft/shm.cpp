@@ -1055,6 +1055,22 @@ void segment_detach(Segment *seg)
 		return;
 	}
 	SegmentHeader *h = seg->hdr;
+	if (h->procs[seg->my_proc].pid != getpid()) {
+		// Inherited over fork() (a child closing a device, or exiting:
+		// soft_exit): the registration, the objects and the file's locks
+		// (open file description locks, shared with the parent's
+		// descriptor) are the parent's. The child drops its mapping and
+		// its descriptor only, as a child's exit leaves a kernel device's
+		// objects to the parent.
+		if (--a->refs <= 0) {
+			a->seg = nullptr;
+			sys_munmap(seg->base, seg->size);
+			close(seg->fd);
+			delete seg;
+		}
+		pthread_mutex_unlock(&g_attach_lock);
+		return;
+	}
 	shm_lock(&h->lock);
 	if (h->procs[seg->my_proc].contexts)
 		h->procs[seg->my_proc].contexts--;

@@ -3,7 +3,8 @@
 # sroce0 on a veth end in a network namespace of its own; share_probe
 # (tests/roce/share_probe.c) opens it and asks for QP1 (a UD QP with the GSI
 # Q_Key, as a connection manager does):
-#  1. the first process gets QP1;
+#  1. the first process gets QP1, and keeps it when a fork() child of it
+#     exits;
 #  2. a second one, same /dev/shm, opens the device but gets EBUSY for QP1;
 #  3. one with a /dev/shm of its own (another device segment: another QP
 #     number space) cannot open the device at all;
@@ -28,26 +29,31 @@ ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
 ip link set $va netns $ns && ip link set $vb netns $nsp || exit 1
 ip -n $ns addr add 10.235.0.1/24 dev $va || exit 1
 ip -n $ns link set $va up && ip -n $nsp link set $vb up || exit 1
-# probe NAME SECONDS [own]: share_probe as "nobody" (own: a /dev/shm of its own).
+# probe NAME SECONDS [own|fork]: share_probe as "nobody" (own: a /dev/shm of
+# its own; fork: a child of it exits first).
 probe() {
-  own=""
-  [ $# -ge 3 ] && own='mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"'
+  own="" fork=""
+  [ "${3:-}" = own ] && own='mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"'
+  [ "${3:-}" = fork ] && fork=fork
   ip netns exec $ns ${own:+sh -c "$own"} setpriv --reuid=65534 --regid=65534 --clear-groups \
     --inh-caps=-all env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE=$va VERBS_LOG_LEVEL=3 \
-    timeout 60 "$PROG" sroce0 "$2" > "$dir/$1" 2>&1
+    timeout 60 "$PROG" sroce0 "$2" $fork > "$dir/$1" 2>&1
 }
 fail=0
 expect() { # NAME LINE
   grep -qx "$2" "$dir/$1" || { echo "FAIL: $1: expected '$2'"; cat "$dir/$1"; fail=1; }
 }
-probe first 30 &
+probe first 30 fork &
 first=$!
 i=0
-until grep -q '^qp1:' "$dir/first" 2>/dev/null; do
+until grep -q '^fork:' "$dir/first" 2>/dev/null; do
   i=$((i + 1)); [ $i -le 200 ] || { cat "$dir/first"; echo "FAIL: the first process did not start"; exit 1; }
   sleep 0.05
 done
 expect first "qp1: ok"
+# Its fork() child's exit left its endpoints (QP1's among them) in place.
+ls /dev/shm/openverbs-65534/*.fwd-qp1 > /dev/null 2>&1 ||
+  { echo "FAIL: a fork() child's exit removed its parent's QP1 endpoint"; fail=1; }
 probe second 0
 expect second "open: ok"
 expect second "qp1: Device or resource busy"

@@ -1,20 +1,24 @@
 // Several processes on one RoCE v2 software device (tests/roce/share.sh):
 // opens DEVICE, makes a UD QP and gives it QP1's Q_Key (0x80010000, as a
 // connection manager does for its MADs), prints the outcome, then keeps the
-// device open for SECONDS.
-//   share_probe DEVICE SECONDS
-// Prints "open: ok" or "open: <error>", then "qp1: ok" or "qp1: <error>";
+// device open for SECONDS. With "fork", a child made after that exits at
+// once (its exit handlers close the inherited device: they must leave the
+// parent's endpoints alone).
+//   share_probe DEVICE SECONDS [fork]
+// Prints "open: ok" or "open: <error>", then "qp1: ok" or "qp1: <error>",
+// then (fork) "fork: child exited";
 // exit 0 whatever the outcome (the script judges), 2 on bad arguments.
 #include <infiniband/verbs.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "fork")))
 		return 2;
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
@@ -47,6 +51,15 @@ int main(int argc, char **argv)
 		printf("qp1: %s\n", e ? strerror(e) : "ok");
 	}
 	fflush(stdout);
+	if (argc == 4) {
+		pid_t child = fork();
+		if (child == 0)
+			exit(0);
+		int status;
+		if (child > 0 && waitpid(child, &status, 0) == child)
+			printf("fork: child exited\n");
+		fflush(stdout);
+	}
 	sleep((unsigned)atoi(argv[2]));
 	if (qp)
 		ibv_destroy_qp(qp);

@@ -535,6 +535,14 @@ void roce_close(SoftContext *ctx)
 	RoceCtx *rc = ctx->roce;
 	if (!rc)
 		return;
+	if (rc->share_pid != self_pid()) {
+		// A fork() child's copy (closing the device, or exiting): the
+		// socket, the QPs' state and the endpoints are the parent's, and a
+		// lock a thread of the parent held at fork() stays held here. The
+		// child lets go of its context and sends nothing.
+		ctx->roce = nullptr;
+		return;
+	}
 	pthread_mutex_lock(&g_roce_lock);
 	ctx_remove(rc, ctx);
 	if (--rc->refs) {

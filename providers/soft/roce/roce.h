@@ -249,6 +249,7 @@ struct RoceCtx {
 	char share_group[48] = {};
 	char share_prefix[96] = {};
 	int fwd_fd = -1;
+	int32_t share_pid = 0; // the process that made the endpoints (not a fork() child)
 	int marker_fd = -1; // this process's marker (share.cpp)
 	int gsi_fd = -1;
 	int gsi_lock_fd = -1; // QP1's lock while this process holds it

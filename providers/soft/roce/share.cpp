@@ -173,6 +173,7 @@ int roce_share_open(RoceCtx *rc, const Segment *seg)
 		return ENAMETOOLONG;
 	// (A file of this pid is a dead process's: pids are unique among the
 	// living ones of the segment's processes, which share a PID namespace.)
+	rc->share_pid = self_pid();
 	rc->fwd_fd = bind_socket(&a, al, true, endpoint_socket);
 	if (rc->fwd_fd >= 0) {
 		al = marker_name(rc, self_pid(), &a);
@@ -222,8 +223,10 @@ int roce_share_check(RoceCtx *rc)
 void roce_share_close(RoceCtx *rc)
 {
 	roce_gsi_release(rc);
+	// A fork() child closes its copies of the sockets only: the files are
+	// its parent's.
 	struct sockaddr_un a;
-	if (rc->fwd_fd >= 0 && endpoint_path(rc, self_pid(), &a))
+	if (rc->fwd_fd >= 0 && rc->share_pid == self_pid() && endpoint_path(rc, self_pid(), &a))
 		unlink(a.sun_path);
 	for (int *fd : {&rc->fwd_fd, &rc->marker_fd}) {
 		if (*fd >= 0)
@@ -266,7 +269,7 @@ void roce_gsi_release(RoceCtx *rc)
 	if (rc->gsi_fd < 0)
 		return;
 	struct sockaddr_un a;
-	if (endpoint_path(rc, -1, &a))
+	if (rc->share_pid == self_pid() && endpoint_path(rc, -1, &a))
 		unlink(a.sun_path); // before the lock goes: the next holder's file is its own
 	close(rc->gsi_fd);
 	close(rc->gsi_lock_fd);

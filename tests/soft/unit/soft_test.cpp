@@ -1838,6 +1838,39 @@ TEST_F(Loop, ArmThenPollNeverMissesAConcurrentCompletion)
 	ibv_destroy_comp_channel(ch);
 }
 
+TEST_F(Loop, ChildExitLeavesTheParentsDeviceAlone)
+{
+	// A fork() child that exits with exit() runs the library's exit
+	// handlers, which close the devices it inherited: it must leave the
+	// parent's registration, objects and segment as they are (a child's
+	// exit does not touch its parent's objects on a kernel device either).
+	ASSERT_TRUE(connect());
+	pid_t c = fork();
+	if (c == 0)
+		exit(0);
+	int st = 0;
+	waitpid(c, &st, 0);
+	ASSERT_EQ(st, 0);
+	ibv_qp_attr qa;
+	ibv_qp_init_attr qi;
+	ASSERT_EQ(ibv_query_qp(a, &qa, IBV_QP_STATE, &qi), 0);
+	EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+	ASSERT_EQ(post_recv(b, mrb, bufb.data(), 128), 0);
+	memcpy(bufa.data(), "after the child", 16);
+	ASSERT_EQ(post(a, IBV_WR_SEND, bufa.data(), 16, mra->lkey), 0);
+	ibv_wc wc;
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	ASSERT_TRUE(poll_one(cqb, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(bufb.data(), "after the child");
+	// The child did not remove the device's segment either (other processes
+	// meet this one there).
+	std::string seg = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft0";
+	struct stat sst;
+	EXPECT_EQ(stat(seg.c_str(), &sst), 0) << seg;
+}
+
 TEST_F(Loop, ForkKeepsRegisteredMemoryPrivate)
 {
 	// Registration may back the pages by a shared file; a child made by
