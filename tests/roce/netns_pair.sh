@@ -37,9 +37,11 @@
 # posted on QP1 counts as a "state" drop).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
-# OVROCE_PAIRS=N (not with OVROCE_CM): N pairs of the program at once, N
-# servers in one namespace and N clients in the other (TCP ports %PORT%,
-# %PORT%+1, ...): N processes share each side's sroce0 (openverbs-roce(7)).
+# OVROCE_PAIRS=N: N pairs of the program at once, N servers in one namespace
+# and N clients in the other (ports %PORT%, %PORT%+1, ...): N processes
+# share each side's sroce0 (openverbs-roce(7)). With OVROCE_CM, give
+# OVROCE_SIDE_SHM=1 too (each side's processes share a /dev/shm of their
+# own).
 # Every pair must pass; with VERBS_LOG_LEVEL=3 the logs must show datagrams
 # handed between the processes of a side (OVROCE_SHARE_NO_LOSS=1: none
 # lost on the way).
@@ -84,9 +86,13 @@ until ip -n $nsa link show $va | grep -q 'state UP' && ip -n $nsb link show $vb 
 done
 
 port=18515
+pairs=${OVROCE_PAIRS:-1}
+# (With several pairs, each pair's port goes in later: %PORT% stays.)
+pport=$port
+[ "$pairs" -gt 1 ] && pport=%PORT%
 args=""
 for a in "$@"; do
-  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$port/g; s/%ADDR6%/fd00:231::1/g; s/%ADDR%/10.231.0.1/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
+  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$pport/g; s/%ADDR6%/fd00:231::1/g; s/%ADDR%/10.231.0.1/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
 done
 # shellcheck disable=SC2086
 set -- $args
@@ -95,9 +101,16 @@ set -- $args
 # only on the wire: InfiniBand CM MADs on QP1).
 own_shm=""
 [ -n "${OVROCE_OWN_SHM:-}" ] && own_shm='mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"'
+# OVROCE_SIDE_SHM=1: each side's processes share a /dev/shm of that side
+# (several pairs with the CM: the processes of a side share its device, the
+# two sides share nothing but the link).
+if [ -n "${OVROCE_SIDE_SHM:-}" ]; then
+  mkdir -p "$logdir/shm-$nsa" "$logdir/shm-$nsb" && chmod 1777 "$logdir/shm-$nsa" "$logdir/shm-$nsb"
+  own_shm='mount --bind "$OVROCE_SHM_DIR" /dev/shm && exec "$0" "$@"'
+fi
 run_as_user() { # NS IFNAME PROGRAM...
   ns=$1; ifn=$2; shift 2
-  ip netns exec "$ns" ${own_shm:+sh -c "$own_shm"} setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+  OVROCE_SHM_DIR="$logdir/shm-$ns" ip netns exec "$ns" ${own_shm:+sh -c "$own_shm"} setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
     env LD_LIBRARY_PATH="$LIB" RDMAV_SOFT_ROCE="$ifn" \
     ${OPENVERBS_SOFT_ROCE_LOSS:+OPENVERBS_SOFT_ROCE_LOSS=$OPENVERBS_SOFT_ROCE_LOSS} \
     ${OPENVERBS_SOFT_ROCE_REORDER:+OPENVERBS_SOFT_ROCE_REORDER=$OPENVERBS_SOFT_ROCE_REORDER} \
@@ -112,6 +125,41 @@ if [ -n "${OVROCE_CM:-}" ]; then
     if [ "$a" = -- ] && [ $side = server ]; then side=client; continue; fi
     eval "$side=\"\$$side \$a\""
   done
+fi
+if [ -n "${OVROCE_CM:-}" ] && [ "$pairs" -gt 1 ]; then
+  # Several rdma_cm pairs at once (OVROCE_SIDE_SHM=1): N servers on ports
+  # %PORT%, %PORT%+1, ..., ready once each has told its device that it
+  # listens (the markers beside the side's segment), then N clients.
+  k=0; spids=""
+  while [ $k -lt "$pairs" ]; do
+    # shellcheck disable=SC2086
+    run_as_user $nsa $va $(printf '%s' "$server" | sed "s/%PORT%/$((port + k))/g") > "$logdir/server$k" 2>&1 &
+    spids="$spids $!"; k=$((k + 1))
+  done
+  i=0
+  until [ "$(ls "$logdir/shm-$nsa/openverbs-65534/" 2>/dev/null | grep -c '\.listen-')" -ge "$pairs" ]; do
+    i=$((i + 1)); [ $i -lt 400 ] || { echo "FAIL: the servers do not listen"; break; }
+    sleep 0.05
+  done
+  k=0; cpids=""
+  while [ $k -lt "$pairs" ]; do
+    # shellcheck disable=SC2086
+    run_as_user $nsb $vb $(printf '%s' "$client" | sed "s/%PORT%/$((port + k))/g") > "$logdir/client$k" 2>&1 &
+    cpids="$cpids $!"; k=$((k + 1))
+  done
+  bad=0; k=0
+  for p in $cpids; do wait "$p" || { echo "FAIL: client $k exited $?"; bad=1; }; k=$((k + 1)); done
+  k=0
+  for p in $spids; do wait "$p" || { echo "FAIL: server $k exited $?"; bad=1; }; k=$((k + 1)); done
+  k=0
+  while [ $k -lt "$pairs" ]; do
+    echo "== server $k"; cat "$logdir/server$k"; echo "== client $k"; cat "$logdir/client$k"
+    k=$((k + 1))
+  done
+  [ $bad -eq 0 ] || { echo FAIL; exit 1; }
+  exit 0
+fi
+if [ -n "${OVROCE_CM:-}" ]; then
   # shellcheck disable=SC2086
   run_as_user $nsa $va $server > "$logdir/server" 2>&1 &
   spid=$!

@@ -1,7 +1,7 @@
 // Several processes on one RoCE v2 software device (tests/roce/share.sh):
 // opens DEVICE, makes a UD QP and gives it QP1's Q_Key (0x80010000, as a
-// connection manager does for its MADs), prints the outcome, then keeps the
-// device open for SECONDS. With "fork", a child made after that exits at
+// connection manager does for its MADs: it becomes the process's QP1),
+// prints the outcome, then keeps the device open for SECONDS. With "fork", a child made after that exits at
 // once (its exit handlers close the inherited device: they must leave the
 // parent's endpoints alone).
 //   share_probe DEVICE SECONDS [fork]

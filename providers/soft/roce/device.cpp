@@ -555,10 +555,8 @@ void roce_close(SoftContext *ctx)
 				roce_mcast_forget(rc, qp);
 				qp = nullptr;
 			}
-		if (rc->gsi && rc->gsi->ctx == ctx) {
+		if (rc->gsi && rc->gsi->ctx == ctx)
 			rc->gsi = nullptr;
-			roce_gsi_release(rc);
-		}
 		pthread_mutex_unlock(&rc->lock);
 		ctx->roce = nullptr;
 		pthread_mutex_unlock(&g_roce_lock);
@@ -828,10 +826,8 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
 		while (rc->slots_end && !rc->by_slot[rc->slots_end - 1])
 			rc->slots_end--;
-		if (rc->gsi == qp) {
+		if (rc->gsi == qp)
 			rc->gsi = nullptr;
-			roce_gsi_release(rc);
-		}
 	}
 	pthread_mutex_unlock(&rc->lock);
 	if (!e && rq) {
@@ -869,18 +865,6 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 		pthread_mutex_unlock(&rc->lock);
 		return EINVAL;
 	}
-	// QP1 of the device: the first UD QP given the GSI Q_Key, in one
-	// process of those that share the device (share.cpp); another
-	// process's gets EBUSY. It stops being QP1 when its Q_Key changes.
-	bool claim = qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY) &&
-		     attr->qkey == kRoceGsiQkey && !rc->gsi;
-	if (claim) {
-		int c = roce_gsi_claim(rc);
-		if (c) {
-			pthread_mutex_unlock(&rc->lock);
-			return c;
-		}
-	}
 	auto cur = static_cast<enum ibv_qp_state>(qp->entry->state.load());
 	int e = soft_context_ops().modify_qp(ibqp, &a, mask);
 	if (!e) {
@@ -888,15 +872,16 @@ static int roce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
 			qp->attr.ah_attr = attr->ah_attr;
 		if (mask & IBV_QP_STATE)
 			roce_qp_transition(qp, cur, attr->qp_state);
-		if (claim) {
-			rc->gsi = qp;
-		} else if (qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY) &&
-			   qp->attr.qkey != kRoceGsiQkey && rc->gsi == qp) {
-			rc->gsi = nullptr;
-			roce_gsi_release(rc);
+		// QP1 of this process: the first UD QP with the GSI Q_Key; it
+		// stops being QP1 when its Q_Key changes. Each process sharing
+		// the device has its own; the CM's MADs reach the right one by
+		// their content (share.cpp, roce_share_target).
+		if (qp->type == IBV_QPT_UD && (mask & IBV_QP_QKEY)) {
+			if (qp->attr.qkey == kRoceGsiQkey && !rc->gsi)
+				rc->gsi = qp;
+			else if (qp->attr.qkey != kRoceGsiQkey && rc->gsi == qp)
+				rc->gsi = nullptr;
 		}
-	} else if (claim) {
-		roce_gsi_release(rc);
 	}
 	pthread_mutex_unlock(&rc->lock);
 	return e;

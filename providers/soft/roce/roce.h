@@ -241,18 +241,15 @@ struct RoceCtx {
 	// (its QP table names each QP's owner; the endpoints' files are beside
 	// it), the names of the markers ("openverbs-sroce-UID-IFINDEX-" for
 	// every segment, then the segment's identity), the endpoint other
-	// processes hand this one's datagrams to, QP1's while this process
-	// holds it (-1: none), and whether any datagram was handed to this
-	// process yet (from then on a polling application reads the endpoints
-	// too).
+	// processes hand this one's datagrams to, and whether any datagram
+	// was handed to this process yet (from then on a polling application
+	// reads the endpoint too).
 	const Segment *seg = nullptr;
 	char share_group[48] = {};
 	char share_prefix[96] = {};
 	int fwd_fd = -1;
 	int32_t share_pid = 0; // the process that made the endpoints (not a fork() child)
 	int marker_fd = -1; // this process's marker (share.cpp)
-	int gsi_fd = -1;
-	int gsi_lock_fd = -1; // QP1's lock while this process holds it
 	std::atomic<bool> multi{false};
 	std::atomic<uint64_t> fwd_out{0}, fwd_in{0}, fwd_lost{0}, fwd_bad{0};
 	// Counters (for diagnostics and tests: roce_counters()).
@@ -405,12 +402,12 @@ int roce_share_open(RoceCtx *rc, const Segment *seg);
 // (another /dev/shm) shares it.
 int roce_share_check(RoceCtx *rc);
 void roce_share_close(RoceCtx *rc);
-// Makes this process QP1's holder on the device: EBUSY when another is.
-int roce_gsi_claim(RoceCtx *rc);
-void roce_gsi_release(RoceCtx *rc);
-// The process a datagram for QPN qpn belongs to: 0 this one (or none:
-// handled, and dropped, here), -1 QP1's holder, else its pid.
-int roce_share_target(RoceCtx *rc, uint32_t qpn);
+// The process datagram [p, p+n) belongs to: 0 this one (or none: handled,
+// and dropped, here), else its pid. By the destination QP's owner in the
+// segment; a CM MAD for QP1 by its content (a REQ's service ID: the
+// process whose CM listens on it; any other message: the communication ID
+// it answers, whose low bits are the pid of the CM that made it).
+int roce_share_target(RoceCtx *rc, const uint8_t *p, size_t n);
 // Hands datagram [p, p+n) (a UDP_GRO train of gro_seg-byte packets when
 // gro_seg < n) to process `target` (as roce_share_target gives it): 1 done,
 // 0 lost (the endpoint's queue is full), -1 no such endpoint.

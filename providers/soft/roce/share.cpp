@@ -10,15 +10,17 @@
 // an AF_UNIX datagram socket (unix(7)) whose file lies beside the segment,
 // in the user's own directory of /dev/shm, where no other user can bind or
 // send. The receiver also checks that the sender is of its user
-// (SO_PASSCRED), and never hands a datagram on again. Datagrams for QP1 (the
-// CM's MADs) go to the one process that holds QP1 on the device
-// (roce_gsi_claim). Multicast datagrams reach every socket of the group by
-// themselves. src/DESIGN.md ("Several processes on one device") says why.
+// (SO_PASSCRED), and never hands a datagram on again. Every process has its
+// own QP1; a CM MAD goes to the process it is for by its content, as the
+// kernel's MAD layer hands it to the right agent (mad_target). Multicast
+// datagrams reach every socket of the group by themselves. src/DESIGN.md
+// ("Several processes on one device") says why.
 #include "roce.h"
 #include "../log.h"
 #include "../objects.h"
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -47,16 +49,15 @@ struct FwdHeader {
 };
 constexpr uint32_t kFwdMagic = 0x4f565246; // "OVRF"
 
-// The endpoint of process `who` of rc's device (a pid, or -1: QP1's
-// holder): a socket file beside the device's segment, in the user's own
-// directory of /dev/shm (mode 0700: no other user can bind or reach it).
-// Returns the address length, 0 when the path does not fit.
+// The endpoint of process `who` (a pid) of rc's device: a socket file
+// beside the device's segment, in the user's own directory of /dev/shm
+// (mode 0700: no other user can bind or reach it). Returns the address
+// length, 0 when the path does not fit.
 socklen_t endpoint_path(const RoceCtx *rc, int who, struct sockaddr_un *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
-	int n = who < 0 ? snprintf(a->sun_path, sizeof(a->sun_path), "%s.fwd-qp1", rc->seg->path)
-			: snprintf(a->sun_path, sizeof(a->sun_path), "%s.fwd-%d", rc->seg->path, who);
+	int n = snprintf(a->sun_path, sizeof(a->sun_path), "%s.fwd-%d", rc->seg->path, who);
 	if (n < 0 || size_t(n) >= sizeof(a->sun_path))
 		return 0;
 	return socklen_t(offsetof(struct sockaddr_un, sun_path) + size_t(n) + 1);
@@ -64,18 +65,16 @@ socklen_t endpoint_path(const RoceCtx *rc, int who, struct sockaddr_un *a)
 
 // A marker in the abstract namespace (unix(7)), which belongs to the
 // network namespace as the port does: "openverbs-sroce-UID-IFINDEX-" (the
-// group), the segment's identity, then the pid or "qp1". Markers tell a
-// process at open whether one of another segment shares the port; QP1's is
-// the lock on QP1 (the kernel frees both when their process dies). Returns
-// the address length.
+// group), the segment's identity, then the pid. Markers tell a process at
+// open whether one of another segment shares the port (the kernel frees
+// them when their process dies). Returns the address length.
 socklen_t marker_name(const RoceCtx *rc, int who, struct sockaddr_un *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	char *p = a->sun_path + 1; // sun_path[0] 0: the abstract namespace
 	size_t room = sizeof(a->sun_path) - 1;
-	int n = who < 0 ? snprintf(p, room, "%s-qp1", rc->share_prefix)
-			: snprintf(p, room, "%s-%d", rc->share_prefix, who);
+	int n = snprintf(p, room, "%s-%d", rc->share_prefix, who);
 	return socklen_t(offsetof(struct sockaddr_un, sun_path) + 1 + size_t(n));
 }
 
@@ -128,28 +127,113 @@ int endpoint_socket()
 	return fd;
 }
 
-// Removes the endpoint files of processes of the segment at `seg_path`
-// that died without closing the device (killed): "<segment>.fwd-<pid>" of
-// a pid that no longer exists.
+// The pid in a file name after `at` ("PID" or "PID-..."), 0 if none.
+long name_pid(const char *at)
+{
+	char *end = nullptr;
+	long pid = strtol(at, &end, 10);
+	return pid > 0 && end && (!*end || *end == '-') ? pid : 0;
+}
+
+// Removes the files of processes of the segment at `seg_path` that died
+// without closing the device (killed): endpoints "<segment>.fwd-PID" and
+// listener markers "<segment>.listen-SVC-PID-HANDLE" of a pid that no longer
+// exists.
 void forget_dead(const char *seg_path)
 {
 	const char *slash = strrchr(seg_path, '/');
 	if (!slash)
 		return;
 	std::string dir(seg_path, size_t(slash - seg_path));
-	std::string stem = std::string(slash + 1) + ".fwd-";
+	std::string fwd = std::string(slash + 1) + ".fwd-";
+	std::string listen = std::string(slash + 1) + ".listen-";
 	DIR *d = opendir(dir.c_str());
 	if (!d)
 		return;
 	while (struct dirent *e = readdir(d)) {
-		if (strncmp(e->d_name, stem.c_str(), stem.size()) != 0)
-			continue;
-		char *end = nullptr;
-		long pid = strtol(e->d_name + stem.size(), &end, 10);
-		if (pid > 0 && end && !*end && kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+		long pid = 0;
+		if (!strncmp(e->d_name, fwd.c_str(), fwd.size()))
+			pid = name_pid(e->d_name + fwd.size());
+		else if (!strncmp(e->d_name, listen.c_str(), listen.size()) &&
+			 strlen(e->d_name) > listen.size() + 17)
+			pid = name_pid(e->d_name + listen.size() + 17); // after "SVC-"
+		if (pid > 0 && kill(pid_t(pid), 0) != 0 && errno == ESRCH)
 			unlinkat(dirfd(d), e->d_name, 0);
 	}
 	closedir(d);
+}
+
+// A CM MAD for QP1 (BTH, DETH, then the 256-byte MAD: IBTA 13.4.3 for its
+// header, 12.6 for the messages' fields). The offsets the routing reads,
+// from the MAD's start: base version, management class, attribute ID; a
+// REQ's and a SIDR_REQ's service ID; a SIDR_REP's request ID; the remote
+// communication ID of REP, MRA, REJ, RTU, DREQ and DREP.
+constexpr size_t kDethBytes = 8;
+constexpr size_t kMadAt = ovroce::kBthBytes + kDethBytes;
+constexpr size_t kMadAttr = 16, kMadServiceId = 32, kMadRequestId = 24, kMadRemoteId = 28;
+constexpr uint8_t kMadBaseVersion = 1, kMadClassCm = 0x07;
+constexpr uint16_t kAttrReq = 0x0010, kAttrSidrReq = 0x0017, kAttrSidrRep = 0x0018;
+// The low bits of the communication IDs (and SIDR request IDs) our CM
+// makes: the pid of the process whose CM made it (librdmacm's usercm
+// engine, mad_local_id; Linux's pid_max is at most 2^22).
+constexpr uint32_t kCommIdPidMask = (1u << 22) - 1;
+
+uint64_t be_at(const uint8_t *p, size_t bytes)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < bytes; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+// The process whose CM listens on service ID `svc` on rc's device: the
+// listener markers beside the segment ("<segment>.listen-SVC-PID-HANDLE",
+// made by our librdmacm at rdma_listen, removed when the listener goes); 0
+// when it is this one, none, or only dead ones.
+int listener_pid(RoceCtx *rc, uint64_t svc)
+{
+	const char *slash = strrchr(rc->seg->path, '/');
+	if (!slash)
+		return 0;
+	std::string dir(rc->seg->path, size_t(slash - rc->seg->path));
+	char stem[160];
+	snprintf(stem, sizeof(stem), "%s.listen-%016llx-", slash + 1, (unsigned long long)svc);
+	size_t sl = strlen(stem);
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return 0;
+	int found = 0;
+	while (struct dirent *e = readdir(d)) {
+		if (strncmp(e->d_name, stem, sl) != 0)
+			continue;
+		long pid = strtol(e->d_name + sl, nullptr, 10);
+		if (pid == self_pid()) {
+			found = 0; // ours: handled here
+			break;
+		}
+		if (pid > 0 && !found && (kill(pid_t(pid), 0) == 0 || errno != ESRCH))
+			found = int(pid);
+	}
+	closedir(d);
+	return found;
+}
+
+// The process a datagram for QP1 belongs to (roce_share_target).
+int mad_target(RoceCtx *rc, const uint8_t *p, size_t n)
+{
+	if (n < kMadAt + kMadRemoteId + 4)
+		return 0;
+	const uint8_t *mad = p + kMadAt;
+	if (mad[0] != kMadBaseVersion || mad[1] != kMadClassCm) // not the CM's: this QP1's
+		return 0;
+	uint16_t attr = uint16_t(be_at(mad + kMadAttr, 2));
+	if (attr == kAttrReq || attr == kAttrSidrReq)
+		return n >= kMadAt + kMadServiceId + 8 && rc->seg
+			       ? listener_pid(rc, be_at(mad + kMadServiceId, 8))
+			       : 0;
+	uint32_t id = uint32_t(be_at(mad + (attr == kAttrSidrRep ? kMadRequestId : kMadRemoteId), 4));
+	int pid = int(id & kCommIdPidMask);
+	return pid > 0 && pid != self_pid() ? pid : 0;
 }
 
 } // namespace
@@ -191,13 +275,13 @@ int roce_share_open(RoceCtx *rc, const Segment *seg)
 
 int roce_share_check(RoceCtx *rc)
 {
-	// Every endpoint of the user's processes on this interface and in this
-	// namespace (abstract names are the namespace's). The endpoint was
-	// bound before the UDP port: of two processes of different segments
-	// that bind at once, at least the later one sees the other here.
+	// Every marker of the user's processes on this interface and in this
+	// namespace (abstract names are the namespace's). The marker was bound
+	// before the UDP port: of two processes of different segments that
+	// bind at once, at least the later one sees the other here.
 	FILE *f = fopen("/proc/self/net/unix", "re");
 	if (!f)
-		return 0; // no procfs: nothing to tell apart (documented)
+		return 0; // no procfs: nothing to tell apart (src/DESIGN.md)
 	char line[512];
 	size_t gl = strlen(rc->share_group), pl = strlen(rc->share_prefix);
 	int e = 0;
@@ -222,7 +306,6 @@ int roce_share_check(RoceCtx *rc)
 
 void roce_share_close(RoceCtx *rc)
 {
-	roce_gsi_release(rc);
 	// A fork() child closes its copies of the sockets only: the files are
 	// its parent's.
 	struct sockaddr_un a;
@@ -235,53 +318,15 @@ void roce_share_close(RoceCtx *rc)
 	}
 }
 
-int roce_gsi_claim(RoceCtx *rc)
+int roce_share_target(RoceCtx *rc, const uint8_t *p, size_t n)
 {
-	if (rc->gsi_fd >= 0)
+	if (n < ovroce::kBthBytes)
 		return 0;
-	// The lock first (a marker: no other live process holds QP1 while it
-	// is bound), then the endpoint, a stale file of a dead holder replaced.
-	struct sockaddr_un a;
-	socklen_t al = marker_name(rc, -1, &a);
-	int lock = bind_socket(&a, al, false, marker_socket);
-	if (lock < 0) {
-		int e = errno;
-		if (e != EADDRINUSE)
-			return e;
-		softlog(1, "%s: QP1 (the Q_Key 0x%x) is held by another process on this device",
-			rc->ifname, kRoceGsiQkey);
-		return EBUSY;
-	}
-	al = endpoint_path(rc, -1, &a);
-	int fd = al ? bind_socket(&a, al, true, endpoint_socket) : -1;
-	if (fd < 0) {
-		int e = al ? errno : ENAMETOOLONG;
-		close(lock);
-		return e;
-	}
-	rc->gsi_lock_fd = lock;
-	rc->gsi_fd = fd;
-	return 0;
-}
-
-void roce_gsi_release(RoceCtx *rc)
-{
-	if (rc->gsi_fd < 0)
-		return;
-	struct sockaddr_un a;
-	if (rc->share_pid == self_pid() && endpoint_path(rc, -1, &a))
-		unlink(a.sun_path); // before the lock goes: the next holder's file is its own
-	close(rc->gsi_fd);
-	close(rc->gsi_lock_fd);
-	rc->gsi_fd = rc->gsi_lock_fd = -1;
-}
-
-int roce_share_target(RoceCtx *rc, uint32_t qpn)
-{
+	uint32_t qpn = uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7];
 	if (qpn == kRoceMcastQpn)
 		return 0;
 	if (qpn == kRoceGsiQpn)
-		return rc->gsi_fd >= 0 ? 0 : -1;
+		return mad_target(rc, p, n);
 	uint32_t slot = qpn - kQpnBase;
 	if (qpn < kQpnBase || slot >= kMaxQps || !rc->seg)
 		return 0;
@@ -316,8 +361,7 @@ int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t 
 		sent = sendmsg(rc->fwd_fd, &m, MSG_NOSIGNAL);
 	while (sent < 0 && errno == EINTR);
 	if (sent < 0) {
-		// No such endpoint (the owner is gone, or nobody holds QP1): this
-		// process drops it. A full queue: lost as on a wire (RC sends it
+		// No such endpoint (the owner is gone): this process drops it. A full queue: lost as on a wire (RC sends it
 		// again).
 		if (errno == ECONNREFUSED || errno == ENOENT)
 			return -1;
@@ -368,3 +412,32 @@ ssize_t roce_share_recv(RoceCtx *rc, int fd, uint8_t *buf, size_t cap, RoceFwdMe
 }
 
 } // namespace ovsoft
+
+// The project's librdmacm finds this function with dlsym (src/rdmacm/usercm,
+// roce_listen_mark); it is no public API. Its CM listens (`on` 1) or no
+// longer listens (0) on service ID `service_id` (the port space << 16 | the
+// port) of ibctx's device, an sroce device, with the listener `handle`: a
+// marker file beside the device's segment, "<segment>.listen-SVC-PID-HANDLE",
+// by which a process that shares the device hands that service's REQs and
+// SIDR_REQs to this one (roce_share_target). 0, or an errno value (EINVAL: not
+// an sroce context).
+extern "C" __attribute__((visibility("default"))) int
+openverbs_soft_roce_listen(struct ibv_context *ibctx, uint64_t service_id, uint32_t handle, int on)
+{
+	using namespace ovsoft;
+	SoftContext *ctx = ibctx ? to_sctx(ibctx) : nullptr;
+	if (!ctx || !ctx->roce || !ctx->roce->seg)
+		return EINVAL;
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s.listen-%016llx-%d-%u", ctx->roce->seg->path,
+			 (unsigned long long)service_id, self_pid(), handle);
+	if (n < 0 || size_t(n) >= sizeof(path))
+		return ENAMETOOLONG;
+	if (!on)
+		return unlink(path) == 0 || errno == ENOENT ? 0 : errno;
+	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}

@@ -1689,8 +1689,9 @@ bool hand_on(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct msghd
 	if (len < kBthBytes || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		return false;
 	uint32_t qpn = bth_dqpn(p);
-	int t = roce_share_target(rc, qpn);
-	bool uniform = true;
+	int t = roce_share_target(rc, p, seg);
+	// (A train of MADs for QP1 may be for several processes: by packet.)
+	bool uniform = qpn != kRoceGsiQpn || seg >= len;
 	for (size_t off = seg; off < len && uniform; off += seg)
 		uniform = len - off >= kBthBytes && bth_dqpn(p + off) == qpn;
 	if (!t && uniform)
@@ -1704,10 +1705,11 @@ bool hand_on(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct msghd
 	if (uniform)
 		return roce_share_send(rc, t, p, len, seg, from, dst, ifindex) >= 0;
 	// A train of packets for several QPs (two peer QPs whose datagrams
-	// share their addresses and ports): each packet to its own process.
+	// share their addresses and ports) or processes: each packet to its
+	// own process.
 	for (size_t off = 0; off < len; off += seg) {
 		size_t n = std::min(seg, len - off);
-		int to = n >= kBthBytes ? roce_share_target(rc, bth_dqpn(p + off)) : 0;
+		int to = roce_share_target(rc, p + off, n);
 		if (to && roce_share_send(rc, to, p + off, n, n, from, dst, ifindex) >= 0)
 			continue;
 		if (n > kRoceMaxDatagram)
@@ -1742,13 +1744,14 @@ void take_datagram(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct
 	} while (off < len);
 }
 
-// Handles the datagrams other processes handed to this one's endpoints
-// (the process's own, and QP1's while it holds QP1), at most a batch's
-// worth, in rx_bufs (free by then). Returns how many. rx_lock held.
+// Handles the datagrams other processes handed to this one's endpoint, at
+// most a batch's worth, in rx_bufs (free by then). Returns how many.
+// rx_lock held.
 int drain_handed(RoceCtx *rc)
 {
 	int total = 0;
-	for (int fd : {rc->fwd_fd, rc->gsi_fd}) {
+	{
+		int fd = rc->fwd_fd;
 		for (int i = 0; fd >= 0 && i < kRoceBatch; i++) {
 			RoceFwdMeta m;
 			ssize_t n = roce_share_recv(rc, fd, rc->rx_bufs, kRoceRxBuffer, &m);
@@ -1980,17 +1983,16 @@ void *roce_rx_main(void *arg)
 			wait_ns = hint <= now ? 0 : hint - now;
 		// The wake eventfd, the link messages (port events), then the
 		// socket, which is left out while applications read it.
-		// The endpoints other processes hand this one's datagrams to are
+		// The endpoint other processes hand this one's datagrams to is
 		// watched always: the first datagram there tells that polls must
-		// read them too (`multi`).
-		struct pollfd pf[5] = {{rc->wake_fd, POLLIN, 0},
+		// read it too (`multi`).
+		struct pollfd pf[4] = {{rc->wake_fd, POLLIN, 0},
 				       {rc->nl ? nl_socket_get_fd(rc->nl) : -1, POLLIN, 0},
 				       {rc->fwd_fd, POLLIN, 0},
-				       {rc->gsi_fd, POLLIN, 0},
 				       {rc->fd, POLLIN, 0}};
 		struct timespec ts = {time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
 
-		int pr = ppoll(pf, app_reads ? 4 : 5, &ts, nullptr);
+		int pr = ppoll(pf, app_reads ? 3 : 4, &ts, nullptr);
 		rc->rx_wake_ns.store(0, std::memory_order_relaxed);
 
 		if (pr < 0 && errno != EINTR)
@@ -2003,10 +2005,10 @@ void *roce_rx_main(void *arg)
 		}
 		if (pf[1].revents)
 			roce_read_link_messages(rc);
-		bool handed = (pf[2].revents | pf[3].revents) & POLLIN;
+		bool handed = pf[2].revents & POLLIN;
 		if (handed)
 			rc->multi.store(true, std::memory_order_relaxed);
-		if ((!app_reads && (pf[4].revents & POLLIN)) || handed ||
+		if ((!app_reads && (pf[3].revents & POLLIN)) || handed ||
 		    rc->fault_held.load(std::memory_order_relaxed))
 			roce_drain(rc, false);
 	}

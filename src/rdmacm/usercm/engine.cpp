@@ -170,6 +170,9 @@ struct SoftId {
 	bool mad = false;
 	Gsi *gsi = nullptr;
 	uint32_t lcid = 0, rcid = 0;
+	// A listener: the sroce devices (bit N: sroce<N>) told that it listens
+	// (roce_listen_mark).
+	uint64_t roce_listens = 0;
 	uint64_t tid = 0;
 	uint8_t peer_gid[16] = {}, our_gid[16] = {};
 	// The IB CM's "starting PSN" of a REQ or REP is the PSN its sender's
@@ -638,6 +641,16 @@ std::mt19937 &rng()
 		return seed;
 	}()};
 	return gen;
+}
+
+// A new local communication ID (or SIDR request ID) for the IB CM: random,
+// with this process's pid in its low 22 bits (Linux's pid_max is at most
+// 2^22), by which a device that several processes share hands the peer's
+// answers, which name it, to this process (providers/soft/roce/share.cpp).
+uint32_t mad_local_id()
+{
+	uint32_t pid = uint32_t(getpid()) & ((1u << 22) - 1);
+	return uint32_t(rng()()) << 22 | (pid ? pid : 1);
 }
 
 uint16_t ephemeral_port() { return uint16_t(32768 + rng()() % (60999 - 32768 + 1)); }
@@ -1213,8 +1226,15 @@ void listener_gone(SoftId *l)
 		link_close(k);
 }
 
+void roce_listen_mark(SoftId *s, int dev, bool on);
+
 void close_listen(SoftId *s)
 {
+	for (int n = 0; s->roce_listens && n < kMaxRoceDevices; n++)
+		if (s->roce_listens & (uint64_t(1) << n)) {
+			roce_listen_mark(s, kRoceDeviceBase + n, false);
+			s->roce_listens &= ~(uint64_t(1) << n);
+		}
 	if (s->lfd < 0)
 		return;
 	remove_item(s->src, s->lfd, s->lkey);
@@ -1597,13 +1617,14 @@ int find_soft_provider(dl_phdr_info *info, size_t, void *out) noexcept
 	return 1;
 }
 
-// The provider's function, looked up once the provider is loaded (null
-// until then, or when it lacks it).
-BacklogFn backlog_fn()
+// The soft provider's function `name` (of type Fn, one lookup per Tag),
+// looked up once the provider is loaded (null until then, or when it lacks
+// it: `without` says what that costs, at debug level).
+template <class Fn, int Tag> Fn provider_fn(const char *name, const char *without)
 {
-	static std::atomic<BacklogFn> fn{nullptr};
+	static std::atomic<Fn> fn{nullptr};
 	static std::atomic<bool> missing{false};
-	if (BacklogFn f = fn.load(std::memory_order_acquire))
+	if (Fn f = fn.load(std::memory_order_acquire))
 		return f;
 	if (missing.load(std::memory_order_relaxed))
 		return nullptr;
@@ -1613,16 +1634,38 @@ BacklogFn backlog_fn()
 	// The provider stays loaded while its devices are open; this reference
 	// keeps the function valid for the life of the process.
 	void *h = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
-	void *sym = h ? dlsym(h, "openverbs_soft_recv_backlog") : nullptr;
+	void *sym = h ? dlsym(h, name) : nullptr;
 	if (!sym) {
-		cm::log::debug("%s has no openverbs_soft_recv_backlog: disconnects do not wait",
-			       path);
+		cm::log::debug("%s has no %s: %s", path, name, without);
 		missing.store(true, std::memory_order_relaxed);
 		return nullptr;
 	}
-	BacklogFn f = reinterpret_cast<BacklogFn>(sym);
+	Fn f = reinterpret_cast<Fn>(sym);
 	fn.store(f, std::memory_order_release);
 	return f;
+}
+
+BacklogFn backlog_fn()
+{
+	return provider_fn<BacklogFn, 0>("openverbs_soft_recv_backlog", "disconnects do not wait");
+}
+
+// Listeners on sroce devices, told to the provider
+// (openverbs_soft_roce_listen, providers/soft/roce/share.cpp): when several
+// processes share a device, a REQ (or SIDR_REQ) that reaches another
+// process's socket is handed to the one whose CM listens on its service ID.
+using ListenFn = int (*)(ibv_context *, uint64_t, uint32_t, int);
+
+void roce_listen_mark(SoftId *s, int dev, bool on)
+{
+	ListenFn fn = provider_fn<ListenFn, 1>("openverbs_soft_roce_listen",
+					       "REQs reach only a listener of the process that reads them");
+	ibv_context *ctx = fn ? ov::cm::device_context(soft_devices().guid[dev]) : nullptr;
+	const sockaddr *sa = reinterpret_cast<const sockaddr *>(&s->addr_src);
+	if (ctx && fn(ctx, mad::service_id(s->ps, port_of(sa)), s->handle, on ? 1 : 0) != 0 && on)
+		cm::log::warn("sroce%d: cannot tell other processes of this device that port %u "
+			      "listens here: their sockets' REQs for it will not reach it",
+			      dev - kRoceDeviceBase, unsigned(port_of(sa)));
 }
 
 // s's QP on its device: the provider's answer (see above), -1 when there is
@@ -2285,9 +2328,7 @@ public:
 			return false;
 		s->mad = true;
 		s->gsi = g;
-		do
-			s->lcid = rng()();
-		while (!s->lcid);
+		s->lcid = mad_local_id();
 		s->tid = uint64_t(rng()()) << 32 | rng()();
 		memcpy(s->our_gid, local.gid, 16);
 		roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_dst), s->peer_gid);
@@ -2373,11 +2414,18 @@ public:
 			return 0;
 		if (s->st != St::bound || s->lfd < 0)
 			return EINVAL;
-		// Requests to an sroce device arrive on its QP1: have it ready.
+		// Requests to an sroce device arrive on its QP1: have it ready,
+		// and tell the device that they are for this process.
 		for (int n = 0; n < kMaxRoceDevices; n++) {
 			int dev = kRoceDeviceBase + n;
-			if (have_device(dev) && (s->device < 0 || s->device == dev) && !gsi_for(dev))
+			if (!have_device(dev) || (s->device >= 0 && s->device != dev))
+				continue;
+			if (!gsi_for(dev)) {
 				cm::log::warn("cannot make QP1 of sroce%d: connections to it will fail", n);
+				continue;
+			}
+			roce_listen_mark(s, dev, true);
+			s->roce_listens |= uint64_t(1) << n;
 		}
 		s->st = St::listening;
 		return 0;
@@ -3191,9 +3239,7 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	s->have_route = true;
 	s->mad = true;
 	s->gsi = g;
-	do
-		s->lcid = rng()();
-	while (!s->lcid);
+	s->lcid = mad_local_id();
 	s->rcid = m.local_id;
 	s->tid = m.tid;
 	memcpy(s->our_gid, our, 16);
