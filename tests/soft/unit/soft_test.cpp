@@ -1844,6 +1844,11 @@ TEST_F(Loop, ChildExitLeavesTheParentsDeviceAlone)
 	// handlers, which close the devices it inherited: it must leave the
 	// parent's registration, objects and segment as they are (a child's
 	// exit does not touch its parent's objects on a kernel device either).
+#if defined(__SANITIZE_THREAD__)
+	// ThreadSanitizer's runtime spins in a fork() child of a threaded
+	// process that runs its exit handlers (seen: 13 minutes at 100 % CPU).
+	GTEST_SKIP() << "not under ThreadSanitizer: the child could not exit";
+#endif
 	ASSERT_TRUE(connect());
 	pid_t c = fork();
 	if (c == 0)
