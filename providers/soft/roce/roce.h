@@ -406,7 +406,7 @@ void roce_share_close(RoceCtx *rc);
 // and dropped, here), else its pid. By the destination QP's owner in the
 // segment; a CM MAD for QP1 by its content (a REQ's service ID: the
 // process whose CM listens on it; any other message: the communication ID
-// it answers, whose low bits are the pid of the CM that made it).
+// it answers, whose low bits are the tag of the process whose CM made it).
 int roce_share_target(RoceCtx *rc, const uint8_t *p, size_t n);
 // Hands datagram [p, p+n) (a UDP_GRO train of gro_seg-byte packets when
 // gro_seg < n) to process `target` (as roce_share_target gives it): 1 done,

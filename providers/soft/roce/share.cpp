@@ -174,9 +174,11 @@ constexpr size_t kMadAttr = 16, kMadServiceId = 32, kMadRequestId = 24, kMadRemo
 constexpr uint8_t kMadBaseVersion = 1, kMadClassCm = 0x07;
 constexpr uint16_t kAttrReq = 0x0010, kAttrSidrReq = 0x0017, kAttrSidrRep = 0x0018;
 // The low bits of the communication IDs (and SIDR request IDs) our CM
-// makes: the pid of the process whose CM made it (librdmacm's usercm
-// engine, mad_local_id; Linux's pid_max is at most 2^22).
-constexpr uint32_t kCommIdPidMask = (1u << 22) - 1;
+// makes: the tag of the process whose CM made it, its slot among the
+// device's processes (openverbs_soft_roce_cm_tag; librdmacm's usercm
+// engine, mad_local_id).
+constexpr uint32_t kCommIdTagBits = 9;
+static_assert(kMaxProcs <= (1u << kCommIdTagBits), "a process slot fits a communication ID's tag");
 
 uint64_t be_at(const uint8_t *p, size_t bytes)
 {
@@ -232,8 +234,11 @@ int mad_target(RoceCtx *rc, const uint8_t *p, size_t n)
 			       ? listener_pid(rc, be_at(mad + kMadServiceId, 8))
 			       : 0;
 	uint32_t id = uint32_t(be_at(mad + (attr == kAttrSidrRep ? kMadRequestId : kMadRemoteId), 4));
-	int pid = int(id & kCommIdPidMask);
-	return pid > 0 && pid != self_pid() ? pid : 0;
+	if (!rc->seg)
+		return 0;
+	const ProcEntry &pe = rc->seg->hdr->procs[id & ((1u << kCommIdTagBits) - 1)];
+	int32_t pid = __atomic_load_n(&pe.pid, __ATOMIC_RELAXED);
+	return pe.in_use.load(std::memory_order_acquire) && pid > 0 && pid != self_pid() ? pid : 0;
 }
 
 } // namespace
@@ -440,4 +445,20 @@ openverbs_soft_roce_listen(struct ibv_context *ibctx, uint64_t service_id, uint3
 		return errno;
 	close(fd);
 	return 0;
+}
+
+// The project's librdmacm finds this function with dlsym (src/rdmacm/usercm,
+// gsi_for); it is no public API. This process's tag on ibctx's device, an
+// sroce device: its slot among the processes of the device's segment
+// (0 .. kMaxProcs - 1), which the CM puts in the low bits of the
+// communication IDs it makes, so that a process sharing the device hands the
+// peer's answers to this one (mad_target). -1: not an sroce context.
+extern "C" __attribute__((visibility("default"))) int
+openverbs_soft_roce_cm_tag(struct ibv_context *ibctx)
+{
+	using namespace ovsoft;
+	SoftContext *ctx = ibctx ? to_sctx(ibctx) : nullptr;
+	if (!ctx || !ctx->roce || !ctx->roce->seg)
+		return -1;
+	return int(ctx->roce->seg->my_proc);
 }

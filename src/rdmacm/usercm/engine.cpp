@@ -643,15 +643,29 @@ std::mt19937 &rng()
 	return gen;
 }
 
-// A new local communication ID (or SIDR request ID) for the IB CM: random,
-// with this process's pid in its low 22 bits (Linux's pid_max is at most
-// 2^22), by which a device that several processes share hands the peer's
-// answers, which name it, to this process (providers/soft/roce/share.cpp).
-uint32_t mad_local_id()
+// A new local communication ID (or SIDR request ID) for the IB CM on a
+// device where this process's tag is `tag` (its slot among the processes
+// of the device, openverbs_soft_roce_cm_tag: below 2^kCommIdTagBits): the
+// tag in the low bits, by which a device that several processes share
+// hands the peer's answers, which name the ID, to this process
+// (providers/soft/roce/share.cpp); above it a counter of the process from
+// a random start, so that no two of its connections share an ID until 2^23
+// more have been made (as the kernel's CM allocates IDs, then randomises
+// them).
+constexpr uint32_t kCommIdTagBits = 9;
+
+uint32_t mad_local_id(uint32_t tag)
 {
-	uint32_t pid = uint32_t(getpid()) & ((1u << 22) - 1);
-	return uint32_t(rng()()) << 22 | (pid ? pid : 1);
+	static std::atomic<uint32_t> next{uint32_t(rng()())};
+	uint32_t id;
+	do
+		id = next.fetch_add(1, std::memory_order_relaxed) << kCommIdTagBits |
+		     (tag & ((1u << kCommIdTagBits) - 1));
+	while (!id);
+	return id;
 }
+
+uint32_t gsi_tag(Gsi *g);
 
 uint16_t ephemeral_port() { return uint16_t(32768 + rng()() % (60999 - 32768 + 1)); }
 
@@ -2328,7 +2342,7 @@ public:
 			return false;
 		s->mad = true;
 		s->gsi = g;
-		s->lcid = mad_local_id();
+		s->lcid = mad_local_id(gsi_tag(g));
 		s->tid = uint64_t(rng()()) << 32 | rng()();
 		memcpy(s->our_gid, local.gid, 16);
 		roce_gid_of(reinterpret_cast<const sockaddr *>(&s->addr_dst), s->peer_gid);
@@ -2829,6 +2843,7 @@ constexpr size_t kGsiRecvSlot = 40 + mad::kMadBytes; // the GRH area, then the M
 
 struct Gsi {
 	int dev = -1;
+	uint32_t tag = 0; // this process's tag on the device (mad_local_id)
 	ibv_context *ctx = nullptr;
 	ibv_pd *pd = nullptr;
 	ibv_comp_channel *ch = nullptr;
@@ -2840,6 +2855,8 @@ struct Gsi {
 };
 
 std::vector<Gsi *> g_gsi;       // never freed: the contexts are the process's
+
+uint32_t gsi_tag(Gsi *g) { return g->tag; }
 
 void gsi_watch(Source *src, Gsi *g)
 {
@@ -3004,6 +3021,11 @@ Gsi *gsi_for(int dev)
 		return nullptr;
 	g->dev = dev;
 	g->ctx = ov::cm::device_context(soft_devices().guid[dev]);
+	using TagFn = int (*)(ibv_context *);
+	TagFn tag_fn = provider_fn<TagFn, 2>("openverbs_soft_roce_cm_tag",
+					     "answers reach only the process that reads them");
+	int tag = g->ctx && tag_fn ? tag_fn(g->ctx) : -1;
+	g->tag = tag > 0 ? uint32_t(tag) : 0;
 	size_t bytes = kGsiRecv * kGsiRecvSlot + kGsiSend * mad::kMadBytes;
 	bool ok = g->ctx && (g->pd = ibv_alloc_pd(g->ctx)) && (g->ch = ibv_create_comp_channel(g->ctx)) &&
 		  (g->cq = ibv_create_cq(g->ctx, kGsiRecv + kGsiSend, nullptr, g->ch, 0)) &&
@@ -3239,7 +3261,7 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 	s->have_route = true;
 	s->mad = true;
 	s->gsi = g;
-	s->lcid = mad_local_id();
+	s->lcid = mad_local_id(gsi_tag(g));
 	s->rcid = m.local_id;
 	s->tid = m.tid;
 	memcpy(s->our_gid, our, 16);
