@@ -105,8 +105,10 @@ int marker_socket()
 // endpoint's queue is full (a burst: the kernel queues only
 // net.unix.max_dgram_qlen datagrams, 10 by default, per endpoint). Two
 // processes that wait for each other's queues each give up after this; the
-// datagram is then lost as on a wire.
-constexpr long kHandOnWaitUs = 2000;
+// datagram is then lost as on a wire. (2 ms lost 3-18 of 2000 datagrams of
+// a UD burst when other tests kept both cores busy: the receiver's thread
+// did not run in time.)
+constexpr long kHandOnWaitUs = 20000;
 
 // An endpoint: blocking sends (up to kHandOnWaitUs), receives with
 // MSG_DONTWAIT, the sender's credentials with each datagram.
@@ -370,7 +372,9 @@ int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t 
 		// again).
 		if (errno == ECONNREFUSED || errno == ENOENT)
 			return -1;
-		rc->fwd_lost++;
+		if (!rc->fwd_lost++)
+			softlog(3, "%s: a datagram for process %d was lost on the way: %s", rc->ifname,
+				target, strerror(errno));
 		return 0;
 	}
 	rc->fwd_out++;
