@@ -1676,14 +1676,15 @@ void inject(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 	release_held(rc);
 }
 
+// The destination QP of the packet at p (its BTH).
+uint32_t bth_dqpn(const uint8_t *p) { return uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7]; }
+
 // Several processes on the device (share.cpp): a datagram this process's
 // socket read for a QP of another process goes to that process, whole
 // when it is a train of packets all for that QP, else packet by packet.
 // True when it was handed on (or lost on the way, as on a wire); false
 // when it is this process's to handle (or to drop: no process has an
 // endpoint for it).
-uint32_t bth_dqpn(const uint8_t *p) { return uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7]; }
-
 bool hand_on(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct msghdr &msg)
 {
 	if (len < kBthBytes || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
