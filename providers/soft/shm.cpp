@@ -828,7 +828,7 @@ int segment_attach(int index, Segment **out, const char *name)
 		return EINVAL;
 	pthread_mutex_lock(&g_attach_lock);
 	Attached &a = g_attached[index];
-	if (a.seg && a.seg->hdr->procs[a.seg->my_proc].pid != getpid()) {
+	if (a.seg && segment_inherited(a.seg)) {
 		// Inherited over fork(): the child needs its own registration.
 		a.seg = nullptr;
 		a.refs = 0;
@@ -1055,7 +1055,7 @@ void segment_detach(Segment *seg)
 		return;
 	}
 	SegmentHeader *h = seg->hdr;
-	if (h->procs[seg->my_proc].pid != getpid()) {
+	if (segment_inherited(seg)) {
 		// Inherited over fork() (a child closing a device, or exiting:
 		// soft_exit): the registration, the objects and the file's locks
 		// (open file description locks, shared with the parent's

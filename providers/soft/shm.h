@@ -507,8 +507,16 @@ int segment_attach(int index, Segment **out, const char *name = nullptr);
 // user has the device open, or had it). Never creates it.
 bool segment_present(int index);
 // Drop one context reference; the last one of the last live process unlinks
-// the segment.
+// the segment. In a fork() child (segment_inherited) only the child's
+// mapping and descriptor go.
 void segment_detach(Segment *seg);
+// True when seg was attached by another process: this is a fork() child
+// holding its parent's attachment (its registration, objects and locks are
+// the parent's).
+inline bool segment_inherited(const Segment *seg)
+{
+	return seg->hdr->procs[seg->my_proc].pid != getpid();
+}
 // Frees everything held by processes that died. Takes the device lock.
 void segment_reap(Segment *seg);
 // True when `pid` (started at start_time, 0 = unknown) still runs.

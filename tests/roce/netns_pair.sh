@@ -52,8 +52,8 @@ if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to make namespaces"; exit 77
 # shellcheck source=tests/perftest_rerun.sh
 . "$(dirname "$0")/../perftest_rerun.sh"
 perftest_rerun "$0" "$LIB" "$TMO" "$@"
-# shellcheck source=tests/roce/private_mounts.sh
-. "$(dirname "$0")/private_mounts.sh"
+# shellcheck source=tests/roce/ns_setup.sh
+. "$(dirname "$0")/ns_setup.sh"
 ovroce_private_mounts "$0" "$LIB" "$TMO" "$@"
 tag=$$
 nsa=ovra$tag; nsb=ovrb$tag; va=ovva$tag; vb=ovvb$tag

@@ -16,19 +16,16 @@ set -u
 LIB=$(cd "$1" && pwd); MIN_OK=$2; shift 2
 src=/usr/share/doc/rdma-core/tests
 [ -f "$src/run_tests.py" ] || { echo "SKIP: rdma-core's tests not installed (python3-pyverbs)"; exit 77; }
-# shellcheck source=tests/roce/private_mounts.sh
-. "$(dirname "$0")/private_mounts.sh"
+# shellcheck source=tests/roce/ns_setup.sh
+. "$(dirname "$0")/ns_setup.sh"
 ovroce_private_mounts "$0" "$LIB" "$MIN_OK" "$@"
 work=$(mktemp -d /tmp/ovroce-pyverbs.XXXXXX)
 ns=ovpy$$ nsp=ovpyp$$ va=ovpa$$ vb=ovpb$$
 cleanup() { ip netns del $ns 2>/dev/null; ip netns del $nsp 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 cp -r "$src" "$work/tests" && find "$work/tests" -name '*.gz' -exec gunzip -f {} + || exit 1
-ip netns add $ns && ip netns add $nsp || { echo "SKIP: no network namespaces"; exit 77; }
-ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
-ip link set $va netns $ns && ip link set $vb netns $nsp || exit 1
+ovroce_veth $ns $nsp $va $vb
 ip -n $ns addr add 10.233.0.1/24 dev $va && ip -n $nsp addr add 10.233.0.2/24 dev $vb || exit 1
-ip -n $ns link set lo up && ip -n $ns link set $va up && ip -n $nsp link set $vb up || exit 1
 i=0
 until ip -n $ns link show $va | grep -q 'state UP'; do
   i=$((i + 1))

@@ -17,19 +17,16 @@
 # Root only (namespaces); exit 77 (skipped) otherwise.
 set -u
 LIB=$(cd "$1" && pwd); PROG=$2
-# shellcheck source=tests/roce/private_mounts.sh
-. "$(dirname "$0")/private_mounts.sh"
+# shellcheck source=tests/roce/ns_setup.sh
+. "$(dirname "$0")/ns_setup.sh"
 ovroce_private_mounts "$0" "$LIB" "$PROG"
 ns=ovsh$$ nsp=ovshp$$ va=ovsa$$ vb=ovsb$$
 dir=$(mktemp -d /tmp/ovroce-share.XXXXXX)
 chmod 755 "$dir"
 cleanup() { ip netns del $ns 2>/dev/null; ip netns del $nsp 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
-ip netns add $ns && ip netns add $nsp || { echo "SKIP: no network namespaces"; exit 77; }
-ip link add $va type veth peer name $vb || { echo "FAIL: no veth"; exit 1; }
-ip link set $va netns $ns && ip link set $vb netns $nsp || exit 1
+ovroce_veth $ns $nsp $va $vb
 ip -n $ns addr add 10.235.0.1/24 dev $va || exit 1
-ip -n $ns link set $va up && ip -n $nsp link set $vb up || exit 1
 # probe NAME SECONDS [own|fork]: share_probe as "nobody" (own: a /dev/shm of
 # its own; fork: a child of it exits first).
 probe() {

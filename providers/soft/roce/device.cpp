@@ -535,7 +535,7 @@ void roce_close(SoftContext *ctx)
 	RoceCtx *rc = ctx->roce;
 	if (!rc)
 		return;
-	if (rc->share_pid != self_pid()) {
+	if (segment_inherited(rc->seg)) {
 		// A fork() child's copy (closing the device, or exiting): the
 		// socket, the QPs' state and the endpoints are the parent's, and a
 		// lock a thread of the parent held at fork() stays held here. The

@@ -239,16 +239,15 @@ struct RoceCtx {
 	SoftQp *gsi = nullptr;
 	// Several processes on the device (share.cpp): the device's segment
 	// (its QP table names each QP's owner; the endpoints' files are beside
-	// it), the names of the markers ("openverbs-sroce-UID-IFINDEX-" for
-	// every segment, then the segment's identity), the endpoint other
+	// it), the name of this process's marker's group and segment
+	// ("openverbs-sroce-UID-IFINDEX-", then the segment's identity), the
+	// endpoint other
 	// processes hand this one's datagrams to, and whether any datagram
 	// was handed to this process yet (from then on a polling application
 	// reads the endpoint too).
 	const Segment *seg = nullptr;
-	char share_group[48] = {};
 	char share_prefix[96] = {};
 	int fwd_fd = -1;
-	int32_t share_pid = 0; // the process that made the endpoints (not a fork() child)
 	int marker_fd = -1; // this process's marker (share.cpp)
 	std::atomic<bool> multi{false};
 	std::atomic<uint64_t> fwd_out{0}, fwd_in{0}, fwd_lost{0}, fwd_bad{0};

@@ -19,6 +19,7 @@
 #include "../log.h"
 #include "../objects.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -96,6 +97,14 @@ int bind_socket(const struct sockaddr_un *a, socklen_t al, bool path, int (*make
 	return fd;
 }
 
+// The markers' group of rc's device, "openverbs-sroce-UID-IFINDEX-", into
+// buf; its length.
+size_t marker_group(const RoceCtx *rc, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "openverbs-sroce-%u-%d-", unsigned(geteuid()), rc->ifindex);
+	return n < 0 ? 0 : std::min(size_t(n), len - 1);
+}
+
 int marker_socket()
 {
 	return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -137,32 +146,45 @@ long name_pid(const char *at)
 	return pid > 0 && end && (!*end || *end == '-') ? pid : 0;
 }
 
+bool pid_gone(long pid) { return kill(pid_t(pid), 0) != 0 && errno == ESRCH; }
+
+// Calls fn(d, name, rest) for each file beside the segment at seg_path whose
+// name is "<segment>.<kind>..." (rest: what follows), until fn returns
+// false; d is the directory (for unlinkat).
+template <class Fn> void each_beside(const char *seg_path, const char *kind, Fn fn)
+{
+	const char *slash = strrchr(seg_path, '/');
+	if (!slash)
+		return;
+	std::string dir(seg_path, size_t(slash - seg_path));
+	std::string stem = std::string(slash + 1) + "." + kind;
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return;
+	while (struct dirent *e = readdir(d))
+		if (!strncmp(e->d_name, stem.c_str(), stem.size()) &&
+		    !fn(d, e->d_name, e->d_name + stem.size()))
+			break;
+	closedir(d);
+}
+
 // Removes the files of processes of the segment at `seg_path` that died
 // without closing the device (killed): endpoints "<segment>.fwd-PID" and
 // listener markers "<segment>.listen-SVC-PID-HANDLE" of a pid that no longer
 // exists.
 void forget_dead(const char *seg_path)
 {
-	const char *slash = strrchr(seg_path, '/');
-	if (!slash)
-		return;
-	std::string dir(seg_path, size_t(slash - seg_path));
-	std::string fwd = std::string(slash + 1) + ".fwd-";
-	std::string listen = std::string(slash + 1) + ".listen-";
-	DIR *d = opendir(dir.c_str());
-	if (!d)
-		return;
-	while (struct dirent *e = readdir(d)) {
-		long pid = 0;
-		if (!strncmp(e->d_name, fwd.c_str(), fwd.size()))
-			pid = name_pid(e->d_name + fwd.size());
-		else if (!strncmp(e->d_name, listen.c_str(), listen.size()) &&
-			 strlen(e->d_name) > listen.size() + 17)
-			pid = name_pid(e->d_name + listen.size() + 17); // after "SVC-"
-		if (pid > 0 && kill(pid_t(pid), 0) != 0 && errno == ESRCH)
-			unlinkat(dirfd(d), e->d_name, 0);
-	}
-	closedir(d);
+	auto drop = [](DIR *d, const char *name, long pid) {
+		if (pid > 0 && pid_gone(pid))
+			unlinkat(dirfd(d), name, 0);
+		return true;
+	};
+	each_beside(seg_path, "fwd-", [&](DIR *d, const char *name, const char *rest) {
+		return drop(d, name, name_pid(rest));
+	});
+	each_beside(seg_path, "listen-", [&](DIR *d, const char *name, const char *rest) {
+		return drop(d, name, strlen(rest) > 17 ? name_pid(rest + 17) : 0); // after "SVC-"
+	});
 }
 
 // A CM MAD for QP1 (BTH, DETH, then the 256-byte MAD: IBTA 13.4.3 for its
@@ -196,29 +218,19 @@ uint64_t be_at(const uint8_t *p, size_t bytes)
 // when it is this one, none, or only dead ones.
 int listener_pid(RoceCtx *rc, uint64_t svc)
 {
-	const char *slash = strrchr(rc->seg->path, '/');
-	if (!slash)
-		return 0;
-	std::string dir(rc->seg->path, size_t(slash - rc->seg->path));
-	char stem[160];
-	snprintf(stem, sizeof(stem), "%s.listen-%016llx-", slash + 1, (unsigned long long)svc);
-	size_t sl = strlen(stem);
-	DIR *d = opendir(dir.c_str());
-	if (!d)
-		return 0;
+	char kind[48];
+	snprintf(kind, sizeof(kind), "listen-%016llx-", (unsigned long long)svc);
 	int found = 0;
-	while (struct dirent *e = readdir(d)) {
-		if (strncmp(e->d_name, stem, sl) != 0)
-			continue;
-		long pid = strtol(e->d_name + sl, nullptr, 10);
+	each_beside(rc->seg->path, kind, [&](DIR *, const char *, const char *rest) {
+		long pid = name_pid(rest);
 		if (pid == self_pid()) {
 			found = 0; // ours: handled here
-			break;
+			return false;
 		}
-		if (pid > 0 && !found && (kill(pid_t(pid), 0) == 0 || errno != ESRCH))
+		if (pid > 0 && !found && !pid_gone(pid))
 			found = int(pid);
-	}
-	closedir(d);
+		return true;
+	});
 	return found;
 }
 
@@ -251,11 +263,10 @@ int roce_share_open(RoceCtx *rc, const Segment *seg)
 	if (!seg || (fstat(seg->fd, &st) != 0 && stat(seg->path, &st) != 0))
 		return EIO;
 	rc->seg = seg;
-	// "openverbs-sroce-UID-IFINDEX-" then the segment (device and inode of
-	// its file: processes that see another /dev/shm have another one).
-	snprintf(rc->share_group, sizeof(rc->share_group), "openverbs-sroce-%u-%d-",
-		 unsigned(geteuid()), rc->ifindex);
-	snprintf(rc->share_prefix, sizeof(rc->share_prefix), "%s%llx.%llx", rc->share_group,
+	// The group, then the segment (device and inode of its file: processes
+	// that see another /dev/shm have another one).
+	size_t gl = marker_group(rc, rc->share_prefix, sizeof(rc->share_prefix));
+	snprintf(rc->share_prefix + gl, sizeof(rc->share_prefix) - gl, "%llx.%llx",
 		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
 	forget_dead(seg->path);
 	struct sockaddr_un a;
@@ -264,7 +275,6 @@ int roce_share_open(RoceCtx *rc, const Segment *seg)
 		return ENAMETOOLONG;
 	// (A file of this pid is a dead process's: pids are unique among the
 	// living ones of the segment's processes, which share a PID namespace.)
-	rc->share_pid = self_pid();
 	rc->fwd_fd = bind_socket(&a, al, true, endpoint_socket);
 	if (rc->fwd_fd >= 0) {
 		al = marker_name(rc, self_pid(), &a);
@@ -289,12 +299,12 @@ int roce_share_check(RoceCtx *rc)
 	FILE *f = fopen("/proc/self/net/unix", "re");
 	if (!f)
 		return 0; // no procfs: nothing to tell apart (src/DESIGN.md)
-	char line[512];
-	size_t gl = strlen(rc->share_group), pl = strlen(rc->share_prefix);
+	char line[512], group[64];
+	size_t gl = marker_group(rc, group, sizeof(group)), pl = strlen(rc->share_prefix);
 	int e = 0;
 	while (!e && fgets(line, sizeof(line), f)) {
 		const char *at = strstr(line, " @");
-		if (!at || strncmp(at + 2, rc->share_group, gl) != 0)
+		if (!at || strncmp(at + 2, group, gl) != 0)
 			continue;
 		const char *name = at + 2;
 		if (strncmp(name, rc->share_prefix, pl) == 0 && name[pl] == '-')
@@ -313,10 +323,8 @@ int roce_share_check(RoceCtx *rc)
 
 void roce_share_close(RoceCtx *rc)
 {
-	// A fork() child closes its copies of the sockets only: the files are
-	// its parent's.
 	struct sockaddr_un a;
-	if (rc->fwd_fd >= 0 && rc->share_pid == self_pid() && endpoint_path(rc, self_pid(), &a))
+	if (rc->fwd_fd >= 0 && endpoint_path(rc, self_pid(), &a))
 		unlink(a.sun_path);
 	for (int *fd : {&rc->fwd_fd, &rc->marker_fd}) {
 		if (*fd >= 0)

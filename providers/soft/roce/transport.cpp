@@ -1751,35 +1751,32 @@ void take_datagram(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct
 int drain_handed(RoceCtx *rc)
 {
 	int total = 0;
-	{
-		int fd = rc->fwd_fd;
-		for (int i = 0; fd >= 0 && i < kRoceBatch; i++) {
-			RoceFwdMeta m;
-			ssize_t n = roce_share_recv(rc, fd, rc->rx_bufs, kRoceRxBuffer, &m);
-			if (n < 0)
-				break;
-			if (n == 0)
-				continue;
-			union {
-				char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-				struct cmsghdr align;
-			} ctl = {};
-			struct msghdr msg = {};
-			msg.msg_name = &m.from;
-			msg.msg_namelen = sizeof(m.from);
-			msg.msg_control = ctl.b;
-			msg.msg_controllen = sizeof(ctl.b);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-			c->cmsg_level = IPPROTO_IPV6;
-			c->cmsg_type = IPV6_PKTINFO;
-			c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
-			struct in6_pktinfo pi = {};
-			memcpy(&pi.ipi6_addr, m.dst, 16);
-			pi.ipi6_ifindex = unsigned(m.ifindex);
-			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-			take_datagram(rc, rc->rx_bufs, size_t(n), m.gro_seg, msg, true);
-			total++;
-		}
+	for (int i = 0; rc->fwd_fd >= 0 && i < kRoceBatch; i++) {
+		RoceFwdMeta m;
+		ssize_t n = roce_share_recv(rc, rc->fwd_fd, rc->rx_bufs, kRoceRxBuffer, &m);
+		if (n < 0)
+			break;
+		if (n == 0)
+			continue;
+		union {
+			char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+			struct cmsghdr align;
+		} ctl = {};
+		struct msghdr msg = {};
+		msg.msg_name = &m.from;
+		msg.msg_namelen = sizeof(m.from);
+		msg.msg_control = ctl.b;
+		msg.msg_controllen = sizeof(ctl.b);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = IPPROTO_IPV6;
+		c->cmsg_type = IPV6_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
+		struct in6_pktinfo pi = {};
+		memcpy(&pi.ipi6_addr, m.dst, 16);
+		pi.ipi6_ifindex = unsigned(m.ifindex);
+		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+		take_datagram(rc, rc->rx_bufs, size_t(n), m.gro_seg, msg, true);
+		total++;
 	}
 	return total;
 }
