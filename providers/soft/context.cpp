@@ -52,6 +52,38 @@ uint32_t fd_ino(int fd)
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static SoftContext *g_contexts;
 
+// fork(): the context list and the segments' attachments are whole at the
+// fork (the forking thread holds their locks across it, in soft_exit's
+// order), and the child starts with both locks free and knowing that the
+// parent's progress threads are not in it. Its exit handler (soft_exit)
+// then neither waits for a lock another parent thread held at the fork nor
+// joins a thread it does not have.
+static void contexts_atfork_prepare()
+{
+	pthread_mutex_lock(&g_ctx_lock);
+	segments_atfork_prepare();
+}
+
+static void contexts_atfork_parent()
+{
+	segments_atfork_parent();
+	pthread_mutex_unlock(&g_ctx_lock);
+}
+
+static void contexts_atfork_child()
+{
+	segments_atfork_child();
+	for (SoftContext *c = g_contexts; c; c = c->next_ctx)
+		c->thread_started = false;
+	pthread_mutex_init(&g_ctx_lock, nullptr);
+}
+
+__attribute__((constructor)) static void contexts_init()
+{
+	pthread_atfork(contexts_atfork_prepare, contexts_atfork_parent,
+		       contexts_atfork_child);
+}
+
 static void stop_thread(SoftContext *ctx)
 {
 	if (!ctx->thread_started)

@@ -821,6 +821,21 @@ bool segment_present(int index)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
+void segments_atfork_prepare()
+{
+	pthread_mutex_lock(&g_attach_lock);
+}
+
+void segments_atfork_parent()
+{
+	pthread_mutex_unlock(&g_attach_lock);
+}
+
+void segments_atfork_child()
+{
+	pthread_mutex_init(&g_attach_lock, nullptr);
+}
+
 int segment_attach(int index, Segment **out, const char *name)
 {
 	if (index < 0 || index >= 2 * OPENVERBS_MAX_SOFT_DEVICES ||

@@ -1876,6 +1876,48 @@ TEST_F(Loop, ChildExitLeavesTheParentsDeviceAlone)
 	EXPECT_EQ(stat(seg.c_str(), &sst), 0) << seg;
 }
 
+TEST_F(Loop, ChildExitWhileAnotherThreadOpensDevices)
+{
+	// A fork() child may be made while another thread of the parent is
+	// inside ibv_open_device or ibv_close_device (which hold the provider's
+	// list of contexts): the child's exit handler must not wait for that
+	// thread, which the child does not have.
+#if defined(__SANITIZE_THREAD__)
+	GTEST_SKIP() << "not under ThreadSanitizer: its runtime spins in such a child";
+#endif
+	ASSERT_TRUE(connect()); // the parent has a progress thread too
+	std::atomic<bool> stop{false};
+	std::thread opener([&] {
+		while (!stop.load()) {
+			ibv_context *c = open_soft();
+			if (c)
+				ibv_close_device(c);
+		}
+	});
+	int hung = 0;
+	for (int i = 0; i < 2000 && !hung; i++) {
+		pid_t c = fork();
+		if (c == 0)
+			exit(0);
+		int st = -1;
+		for (int ms = 0; ms < 10000; ms++) {
+			if (waitpid(c, &st, WNOHANG) == c)
+				break;
+			usleep(1000);
+		}
+		if (st == -1) {
+			hung = i + 1;
+			kill(c, SIGKILL);
+			waitpid(c, &st, 0);
+		} else {
+			EXPECT_EQ(st, 0) << "child " << i;
+		}
+	}
+	stop.store(true);
+	opener.join();
+	EXPECT_EQ(hung, 0) << "child " << hung - 1 << " did not exit within 10 s";
+}
+
 TEST_F(Loop, ForkKeepsRegisteredMemoryPrivate)
 {
 	// Registration may back the pages by a shared file; a child made by
