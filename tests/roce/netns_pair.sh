@@ -42,6 +42,12 @@
 # share each side's sroce0 (openverbs-roce(7)). With OVROCE_CM, give
 # OVROCE_SIDE_SHM=1 too (each side's processes share a /dev/shm of their
 # own).
+# OVROCE_ONE_PORT=1 (with OVROCE_CM and OVROCE_PAIRS=N): the N servers take
+# one port (%PORT%), each at an address of its own on the same interface
+# (10.231.0.1, 10.231.0.11, 10.231.0.21, ...): %ADDR% is pair k's server's
+# address, in both commands. A CM request must reach the process that
+# listens at its destination address (with VERBS_LOG_LEVEL=4: no server's
+# CM may log a request it has no listener for).
 # Every pair must pass; with VERBS_LOG_LEVEL=3 the logs must show datagrams
 # handed between the processes of a side (OVROCE_SHARE_NO_LOSS=1: at most
 # 1 % of them lost on the way).
@@ -90,9 +96,16 @@ pairs=${OVROCE_PAIRS:-1}
 # (With several pairs, each pair's port goes in later: %PORT% stays.)
 pport=$port
 [ "$pairs" -gt 1 ] && pport=%PORT%
+# pair_addr K: the address of pair K's server (OVROCE_ONE_PORT: one each).
+pair_addr() { if [ -n "${OVROCE_ONE_PORT:-}" ]; then echo "10.231.0.$((1 + 10 * $1))"; else echo 10.231.0.1; fi; }
+paddr=10.231.0.1
+if [ -n "${OVROCE_ONE_PORT:-}" ]; then
+  paddr=%ADDR%; k=1
+  while [ $k -lt "$pairs" ]; do ip -n $nsa addr add "$(pair_addr $k)/24" dev $va || exit 1; k=$((k + 1)); done
+fi
 args=""
 for a in "$@"; do
-  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$pport/g; s/%ADDR6%/fd00:231::1/g; s/%ADDR%/10.231.0.1/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
+  args="$args $(printf '%s' "$a" | sed "s/%PORT%/$pport/g; s/%ADDR6%/fd00:231::1/g; s/%ADDR%/$paddr/g; s/%GID6%/2/g; s/%GIDLL%/0/g; s/%GID%/1/g")"
 done
 # shellcheck disable=SC2086
 set -- $args
@@ -141,12 +154,18 @@ if [ -n "${OVROCE_CM:-}" ]; then
 fi
 if [ -n "${OVROCE_CM:-}" ] && [ "$pairs" -gt 1 ]; then
   # Several rdma_cm pairs at once (OVROCE_SIDE_SHM=1): N servers on ports
-  # %PORT%, %PORT%+1, ..., ready once each has told its device that it
-  # listens (the markers beside the side's segment), then N clients.
+  # %PORT%, %PORT%+1, ... (OVROCE_ONE_PORT: on %PORT% at N addresses),
+  # ready once each has told its device that it listens (the markers beside
+  # the side's segment), then N clients.
+  # pair_cmd K COMMAND: COMMAND with pair K's port and address.
+  pair_cmd() {
+    pp=$((port + $1)); [ -n "${OVROCE_ONE_PORT:-}" ] && pp=$port
+    printf '%s' "$2" | sed "s/%PORT%/$pp/g; s/%ADDR%/$(pair_addr "$1")/g"
+  }
   k=0; spids=""
   while [ $k -lt "$pairs" ]; do
     # shellcheck disable=SC2086
-    run_as_user $nsa $va $(printf '%s' "$server" | sed "s/%PORT%/$((port + k))/g") > "$logdir/server$k" 2>&1 &
+    run_as_user $nsa $va $(pair_cmd $k "$server") > "$logdir/server$k" 2>&1 &
     spids="$spids $!"; k=$((k + 1))
   done
   i=0
@@ -157,10 +176,13 @@ if [ -n "${OVROCE_CM:-}" ] && [ "$pairs" -gt 1 ]; then
   k=0; cpids=""
   while [ $k -lt "$pairs" ]; do
     # shellcheck disable=SC2086
-    run_as_user $nsb $vb $(printf '%s' "$client" | sed "s/%PORT%/$((port + k))/g") > "$logdir/client$k" 2>&1 &
+    run_as_user $nsb $vb $(pair_cmd $k "$client") > "$logdir/client$k" 2>&1 &
     cpids="$cpids $!"; k=$((k + 1))
   done
   wait_pairs
+  if [ -n "${OVROCE_ONE_PORT:-}" ] && cat "$logdir"/server* | grep "no listener here"; then
+    echo "FAIL: a CM request reached a process that does not listen at its address"; bad=1
+  fi
   [ $bad -eq 0 ] || { echo FAIL; exit 1; }
   exit 0
 fi

@@ -614,6 +614,7 @@ void roce_close(SoftContext *ctx)
 	pthread_mutex_destroy(&rc->lock);
 	pthread_mutex_destroy(&rc->rx_lock);
 	free(rc->rx_bufs);
+	free(rc->side_buf);
 	free(rc->tx_bufs);
 	ctx->roce = nullptr;
 	delete rc;

@@ -251,6 +251,10 @@ struct RoceCtx {
 	int marker_fd = -1; // this process's marker (share.cpp)
 	std::atomic<bool> multi{false};
 	std::atomic<uint64_t> fwd_out{0}, fwd_in{0}, fwd_lost{0}, fwd_bad{0};
+	// kRoceRxBuffer bytes, made at the first wait (roce_share_wait): the
+	// datagrams handed to this process that are read while it waits to
+	// hand one on (rx_bufs then hold the batch being handled). rx_lock's.
+	uint8_t *side_buf = nullptr;
 	// Counters (for diagnostics and tests: roce_counters()).
 	std::atomic<uint64_t> drops[ovroce::D_COUNT];
 	std::atomic<uint64_t> rx_packets, tx_packets, tx_errors, retransmits, icrc_solved;
@@ -409,9 +413,16 @@ void roce_share_close(RoceCtx *rc);
 int roce_share_target(RoceCtx *rc, const uint8_t *p, size_t n);
 // Hands datagram [p, p+n) (a UDP_GRO train of gro_seg-byte packets when
 // gro_seg < n) to process `target` (as roce_share_target gives it): 1 done,
-// 0 lost (the endpoint's queue is full), -1 no such endpoint.
+// 0 lost (the endpoint's queue stayed full), -1 no such endpoint. While the
+// endpoint's queue is full it calls roce_share_wait (rx_lock held).
 int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t gro_seg,
 		     const struct sockaddr_in6 &from, const uint8_t dst[16], int ifindex);
+// Called while this process waits for room at another one's endpoint
+// (transport.cpp; rx_lock held): handles the datagrams handed to this
+// process meanwhile, so that two processes that hand datagrams to each
+// other (a burst each way) do not both wait, each for the other's queue.
+// Returns how many it handled.
+int roce_share_wait(RoceCtx *rc);
 // What came with a datagram handed on.
 struct RoceFwdMeta {
 	struct sockaddr_in6 from;

@@ -112,22 +112,24 @@ int marker_socket()
 
 // How long a process waits to hand a datagram on while the receiving
 // endpoint's queue is full (a burst: the kernel queues only
-// net.unix.max_dgram_qlen datagrams, 10 by default, per endpoint). Two
-// processes that wait for each other's queues each give up after this; the
+// net.unix.max_dgram_qlen datagrams, 10 by default, per endpoint); the
 // datagram is then lost as on a wire. (2 ms lost 3-18 of 2000 datagrams of
 // a UD burst when other tests kept both cores busy: the receiver's thread
-// did not run in time.)
+// did not run in time.) Meanwhile the waiting process handles what is
+// handed to it (roce_share_wait): two processes that each waited for the
+// other's queue, a burst each way, lost datagrams both ways (udaddy's
+// replies, two clients on one device: 5 of 15 runs hung).
 constexpr long kHandOnWaitUs = 20000;
+// Between two tries when nothing was handed to this process meanwhile.
+constexpr long kHandOnPauseNs = 20000;
 
-// An endpoint: blocking sends (up to kHandOnWaitUs), receives with
-// MSG_DONTWAIT, the sender's credentials with each datagram.
+// An endpoint: sends and receives with MSG_DONTWAIT, the sender's
+// credentials with each datagram.
 int endpoint_socket()
 {
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int one = 1;
-	struct timeval wait = {0, kHandOnWaitUs};
-	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0 ||
-			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait)) != 0)) {
+	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
 		close(fd);
 		return -1;
 	}
@@ -168,10 +170,17 @@ template <class Fn> void each_beside(const char *seg_path, const char *kind, Fn 
 	closedir(d);
 }
 
+// A listener marker's name after "<segment>.listen-": the service ID (16
+// hex digits), the listener's address (32 hex digits: the 16 bytes of the
+// RDMA CM header's address field, IPv4 in the last 4, all zero for the
+// wildcard), the pid and the listener's handle, joined by '-'.
+constexpr size_t kMarkSvcChars = 16, kMarkAddrChars = 32;
+constexpr size_t kMarkPidAt = kMarkSvcChars + 1 + kMarkAddrChars + 1;
+
 // Removes the files of processes of the segment at `seg_path` that died
 // without closing the device (killed): endpoints "<segment>.fwd-PID" and
-// listener markers "<segment>.listen-SVC-PID-HANDLE" of a pid that no longer
-// exists.
+// listener markers "<segment>.listen-SVC-ADDR-PID-HANDLE" of a pid that no
+// longer exists.
 void forget_dead(const char *seg_path)
 {
 	auto drop = [](DIR *d, const char *name, long pid) {
@@ -183,7 +192,7 @@ void forget_dead(const char *seg_path)
 		return drop(d, name, name_pid(rest));
 	});
 	each_beside(seg_path, "listen-", [&](DIR *d, const char *name, const char *rest) {
-		return drop(d, name, strlen(rest) > 17 ? name_pid(rest + 17) : 0); // after "SVC-"
+		return drop(d, name, strlen(rest) > kMarkPidAt ? name_pid(rest + kMarkPidAt) : 0);
 	});
 }
 
@@ -195,6 +204,12 @@ void forget_dead(const char *seg_path)
 constexpr size_t kDethBytes = 8;
 constexpr size_t kMadAt = ovroce::kBthBytes + kDethBytes;
 constexpr size_t kMadAttr = 16, kMadServiceId = 32, kMadRequestId = 24, kMadRemoteId = 28;
+// Where a REQ's and a SIDR_REQ's private data start (their message at byte
+// 24 of the MAD: private data at byte 140 of REQ, 16 of SIDR_REQ), and the
+// destination address in the RDMA CM header that starts it (rdma_cm(7);
+// 16 bytes at its byte 20, IPv4 in the last 4).
+constexpr size_t kMadReqPrivate = 24 + 140, kMadSidrReqPrivate = 24 + 16;
+constexpr size_t kCmaDstAt = 20, kCmaAddrBytes = 16;
 constexpr uint8_t kMadBaseVersion = 1, kMadClassCm = 0x07;
 constexpr uint16_t kAttrReq = 0x0010, kAttrSidrReq = 0x0017, kAttrSidrRep = 0x0018;
 // The low bits of the communication IDs (and SIDR request IDs) our CM
@@ -212,26 +227,33 @@ uint64_t be_at(const uint8_t *p, size_t bytes)
 	return v;
 }
 
-// The process whose CM listens on service ID `svc` on rc's device: the
-// listener markers beside the segment ("<segment>.listen-SVC-PID-HANDLE",
-// made by our librdmacm at rdma_listen, removed when the listener goes); 0
-// when it is this one, none, or only dead ones.
-int listener_pid(RoceCtx *rc, uint64_t svc)
+// The process whose CM listens on service ID `svc` on rc's device for the
+// destination address `dst` (32 hex digits, as in the markers): the listener
+// markers beside the segment ("<segment>.listen-SVC-ADDR-PID-HANDLE", made
+// by our librdmacm at rdma_listen, removed when the listener goes), one of
+// that exact address first, else one of the wildcard (as the CM matches a
+// REQ to a listener; two processes may listen on one port at two
+// addresses). 0 when it is this one, none, or only dead ones.
+int listener_pid(RoceCtx *rc, uint64_t svc, const char *dst)
 {
 	char kind[48];
 	snprintf(kind, sizeof(kind), "listen-%016llx-", (unsigned long long)svc);
-	int found = 0;
+	static const char kAny[kMarkAddrChars + 1] = "00000000000000000000000000000000";
+	long exact = 0, any = 0;
 	each_beside(rc->seg->path, kind, [&](DIR *, const char *, const char *rest) {
-		long pid = name_pid(rest);
-		if (pid == self_pid()) {
-			found = 0; // ours: handled here
-			return false;
-		}
-		if (pid > 0 && !found && !pid_gone(pid))
-			found = int(pid);
-		return true;
+		if (strlen(rest) <= kMarkAddrChars + 1 || rest[kMarkAddrChars] != '-')
+			return true;
+		bool is_exact = !strncmp(rest, dst, kMarkAddrChars);
+		if (!is_exact && strncmp(rest, kAny, kMarkAddrChars))
+			return true; // another address's listener
+		long &slot = is_exact ? exact : any;
+		long pid = name_pid(rest + kMarkAddrChars + 1);
+		if (pid > 0 && !slot && (pid == self_pid() || !pid_gone(pid)))
+			slot = pid;
+		return !exact;
 	});
-	return found;
+	long pid = exact ? exact : any;
+	return pid == self_pid() ? 0 : int(pid); // ours: handled here
 }
 
 // The process a datagram for QP1 belongs to (roce_share_target).
@@ -243,10 +265,15 @@ int mad_target(RoceCtx *rc, const uint8_t *p, size_t n)
 	if (mad[0] != kMadBaseVersion || mad[1] != kMadClassCm) // not the CM's: this QP1's
 		return 0;
 	uint16_t attr = uint16_t(be_at(mad + kMadAttr, 2));
-	if (attr == kAttrReq || attr == kAttrSidrReq)
-		return n >= kMadAt + kMadServiceId + 8 && rc->seg
-			       ? listener_pid(rc, be_at(mad + kMadServiceId, 8))
-			       : 0;
+	if (attr == kAttrReq || attr == kAttrSidrReq) {
+		size_t cma = attr == kAttrReq ? kMadReqPrivate : kMadSidrReqPrivate;
+		if (n < kMadAt + cma + kCmaDstAt + kCmaAddrBytes || !rc->seg)
+			return 0;
+		char dst[kMarkAddrChars + 1];
+		for (size_t i = 0; i < kCmaAddrBytes; i++)
+			snprintf(dst + 2 * i, 3, "%02x", mad[cma + kCmaDstAt + i]);
+		return listener_pid(rc, be_at(mad + kMadServiceId, 8), dst);
+	}
 	uint32_t id = uint32_t(be_at(mad + (attr == kAttrSidrRep ? kMadRequestId : kMadRemoteId), 4));
 	if (!rc->seg)
 		return 0;
@@ -372,9 +399,31 @@ int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t 
 	m.msg_iov = iov;
 	m.msg_iovlen = 2;
 	ssize_t sent;
-	do
-		sent = sendmsg(rc->fwd_fd, &m, MSG_NOSIGNAL);
-	while (sent < 0 && errno == EINTR);
+	struct timespec start = {};
+	bool waiting = false;
+	for (;;) {
+		sent = sendmsg(rc->fwd_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (sent >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			break;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!waiting) {
+			waiting = true;
+			start = now;
+		} else if ((now.tv_sec - start.tv_sec) * 1000000L + (now.tv_nsec - start.tv_nsec) / 1000 >=
+			   kHandOnWaitUs) {
+			errno = EAGAIN;
+			break;
+		}
+		if (!roce_share_wait(rc)) {
+			struct timespec pause = {0, kHandOnPauseNs};
+			nanosleep(&pause, nullptr);
+		}
+	}
 	if (sent < 0) {
 		// No such endpoint (the owner is gone): this process drops it. A full queue: lost as on a wire (RC sends it
 		// again).
@@ -433,21 +482,27 @@ ssize_t roce_share_recv(RoceCtx *rc, int fd, uint8_t *buf, size_t cap, RoceFwdMe
 // The project's librdmacm finds this function with dlsym (src/rdmacm/usercm,
 // roce_listen_mark); it is no public API. Its CM listens (`on` 1) or no
 // longer listens (0) on service ID `service_id` (the port space << 16 | the
-// port) of ibctx's device, an sroce device, with the listener `handle`: a
-// marker file beside the device's segment, "<segment>.listen-SVC-PID-HANDLE",
-// by which a process that shares the device hands that service's REQs and
-// SIDR_REQs to this one (roce_share_target). 0, or an errno value (EINVAL: not
-// an sroce context).
+// port) of ibctx's device, an sroce device, at address `addr` (16 bytes as in
+// the RDMA CM header of a REQ's private data: IPv4 in the last 4, the first
+// 12 zero; all zero: the wildcard), with the listener `handle`: a marker file
+// beside the device's segment, "<segment>.listen-SVC-ADDR-PID-HANDLE", by
+// which a process that shares the device hands the REQs and SIDR_REQs for
+// that service and address to this one (roce_share_target). 0, or an errno
+// value (EINVAL: not an sroce context, or no address).
 extern "C" __attribute__((visibility("default"))) int
-openverbs_soft_roce_listen(struct ibv_context *ibctx, uint64_t service_id, uint32_t handle, int on)
+openverbs_soft_roce_listen_at(struct ibv_context *ibctx, uint64_t service_id, const uint8_t *addr,
+			      uint32_t handle, int on)
 {
 	using namespace ovsoft;
 	SoftContext *ctx = ibctx ? to_sctx(ibctx) : nullptr;
-	if (!ctx || !ctx->roce || !ctx->roce->seg)
+	if (!ctx || !ctx->roce || !ctx->roce->seg || !addr)
 		return EINVAL;
+	char hex[kMarkAddrChars + 1];
+	for (size_t i = 0; i < kCmaAddrBytes; i++)
+		snprintf(hex + 2 * i, 3, "%02x", addr[i]);
 	char path[PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s.listen-%016llx-%d-%u", ctx->roce->seg->path,
-			 (unsigned long long)service_id, self_pid(), handle);
+	int n = snprintf(path, sizeof(path), "%s.listen-%016llx-%s-%d-%u", ctx->roce->seg->path,
+			 (unsigned long long)service_id, hex, self_pid(), handle);
 	if (n < 0 || size_t(n) >= sizeof(path))
 		return ENAMETOOLONG;
 	if (!on)

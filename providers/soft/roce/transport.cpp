@@ -1746,14 +1746,15 @@ void take_datagram(RoceCtx *rc, uint8_t *p, size_t len, size_t seg, const struct
 }
 
 // Handles the datagrams other processes handed to this one's endpoint, at
-// most a batch's worth, in rx_bufs (free by then). Returns how many.
-// rx_lock held.
-int drain_handed(RoceCtx *rc)
+// most a batch's worth, each read into buf (kRoceRxBuffer bytes: rx_bufs
+// once the batch read from the socket is done, else side_buf). Returns how
+// many. rx_lock held.
+int drain_handed(RoceCtx *rc, uint8_t *buf)
 {
 	int total = 0;
 	for (int i = 0; rc->fwd_fd >= 0 && i < kRoceBatch; i++) {
 		RoceFwdMeta m;
-		ssize_t n = roce_share_recv(rc, rc->fwd_fd, rc->rx_bufs, kRoceRxBuffer, &m);
+		ssize_t n = roce_share_recv(rc, rc->fwd_fd, buf, kRoceRxBuffer, &m);
 		if (n < 0)
 			break;
 		if (n == 0)
@@ -1775,11 +1776,24 @@ int drain_handed(RoceCtx *rc)
 		memcpy(&pi.ipi6_addr, m.dst, 16);
 		pi.ipi6_ifindex = unsigned(m.ifindex);
 		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-		take_datagram(rc, rc->rx_bufs, size_t(n), m.gro_seg, msg, true);
+		take_datagram(rc, buf, size_t(n), m.gro_seg, msg, true);
 		total++;
 	}
 	return total;
 }
+
+} // namespace
+
+// (A datagram handled here was handed to us, so it is never handed on
+// again: no nesting.)
+int roce_share_wait(RoceCtx *rc)
+{
+	if (!rc->side_buf)
+		rc->side_buf = static_cast<uint8_t *>(malloc(kRoceRxBuffer));
+	return rc->side_buf ? drain_handed(rc, rc->side_buf) : 0;
+}
+
+namespace {
 
 // Retransmission and RNR timers of every QP, and the delayed ACKs that are
 // due. Returns the next retransmission or RNR deadline (0: none; also the new
@@ -1900,7 +1914,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 	// Datagrams other processes handed on: once any came (the receive
 	// thread watches the endpoints and sets `multi`), polls read them too.
 	if (rc->multi.load(std::memory_order_relaxed)) {
-		int n = drain_handed(rc);
+		int n = drain_handed(rc, rc->rx_bufs);
 		if (n && !clock)
 			clock.emplace();
 		total += n;

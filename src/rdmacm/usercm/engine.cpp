@@ -1665,18 +1665,31 @@ BacklogFn backlog_fn()
 }
 
 // Listeners on sroce devices, told to the provider
-// (openverbs_soft_roce_listen, providers/soft/roce/share.cpp): when several
-// processes share a device, a REQ (or SIDR_REQ) that reaches another
-// process's socket is handed to the one whose CM listens on its service ID.
-using ListenFn = int (*)(ibv_context *, uint64_t, uint32_t, int);
+// (openverbs_soft_roce_listen_at, providers/soft/roce/share.cpp): when
+// several processes share a device, a REQ (or SIDR_REQ) that reaches another
+// process's socket is handed to the one whose CM listens on its service ID
+// at its destination address (else at the wildcard address).
+using ListenFn = int (*)(ibv_context *, uint64_t, const uint8_t *, uint32_t, int);
 
 void roce_listen_mark(SoftId *s, int dev, bool on)
 {
-	ListenFn fn = provider_fn<ListenFn, 1>("openverbs_soft_roce_listen",
+	ListenFn fn = provider_fn<ListenFn, 1>("openverbs_soft_roce_listen_at",
 					       "REQs reach only a listener of the process that reads them");
 	ibv_context *ctx = fn ? ov::cm::device_context(soft_devices().guid[dev]) : nullptr;
 	const sockaddr *sa = reinterpret_cast<const sockaddr *>(&s->addr_src);
-	if (ctx && fn(ctx, mad::service_id(s->ps, port_of(sa)), s->handle, on ? 1 : 0) != 0 && on)
+	// The address as the RDMA CM header of a REQ carries it (mad.h): IPv4
+	// (and IPv4-mapped IPv6) in the last 4 bytes; the wildcard all zero.
+	uint8_t addr[16] = {};
+	if (sa->sa_family == AF_INET) {
+		memcpy(addr + 12, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, 4);
+	} else {
+		const in6_addr &a6 = reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(&a6))
+			memcpy(addr + 12, a6.s6_addr + 12, 4);
+		else
+			memcpy(addr, a6.s6_addr, 16);
+	}
+	if (ctx && fn(ctx, mad::service_id(s->ps, port_of(sa)), addr, s->handle, on ? 1 : 0) != 0 && on)
 		cm::log::warn("sroce%d: cannot tell other processes of this device that port %u "
 			      "listens here: their sockets' REQs for it will not reach it",
 			      dev - kRoceDeviceBase, unsigned(port_of(sa)));
@@ -3224,6 +3237,10 @@ void on_mad_req(Gsi *g, const mad::Mad &m, const uint8_t our[16], const uint8_t 
 		// does). The first 2 s of a request (by the requester's
 		// communication ID and GID) get no answer, the requester sends REQ
 		// again each second; after that REJ 8 (invalid service ID).
+		char at[INET6_ADDRSTRLEN] = "?";
+		inet_ntop(h.family, h.dst, at, sizeof(at));
+		cm::log::debug("sroce%d: CM %s for port %u at %s: no listener here", g->dev - kRoceDeviceBase,
+			       sidr ? "SIDR_REQ" : "REQ", unsigned(port), at);
 		uint64_t now = now_ns();
 		for (auto it = g_unheard.begin(); it != g_unheard.end();)
 			it = now - it->second > 10 * kMadRetryNs ? g_unheard.erase(it) : std::next(it);
