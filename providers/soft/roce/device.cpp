@@ -579,6 +579,7 @@ void roce_close(SoftContext *ctx)
 	}
 	if (rc->rx_started)
 		pthread_join(rc->rx, nullptr);
+	roce_hand_on_rest(rc);
 	close(rc->fd);
 	roce_share_close(rc);
 	close(rc->wake_fd);

@@ -423,6 +423,11 @@ int roce_share_send(RoceCtx *rc, int target, const uint8_t *p, size_t n, size_t 
 // other (a burst each way) do not both wait, each for the other's queue.
 // Returns how many it handled.
 int roce_share_wait(RoceCtx *rc);
+// The device's last context closes (the receive thread stopped, the socket
+// not yet closed): the datagrams still in the socket for other processes'
+// QPs are handed to them (the port's hash kept sending them here), the
+// rest dropped (transport.cpp).
+void roce_hand_on_rest(RoceCtx *rc);
 // What came with a datagram handed on.
 struct RoceFwdMeta {
 	struct sockaddr_in6 from;

@@ -1782,7 +1782,57 @@ int drain_handed(RoceCtx *rc, uint8_t *buf)
 	return total;
 }
 
+// A datagram read from the socket (msg, len bytes): the size of its packets
+// when it is a train that UDP_GRO kept whole, else len.
+size_t gro_seg(struct msghdr &msg, size_t len)
+{
+	size_t seg = len;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int g;
+			memcpy(&g, CMSG_DATA(c), sizeof(g));
+			if (g > 0)
+				seg = size_t(g);
+		}
+	return seg;
+}
+
 } // namespace
+
+// The kernel keeps giving the socket its share of the port's datagrams
+// until it closes, also after the receive thread stopped; a bound number of
+// them is read here (into rx_bufs, free by now), at most 4096.
+void roce_hand_on_rest(RoceCtx *rc)
+{
+	if (rc->fwd_fd < 0)
+		return;
+	pthread_mutex_lock(&rc->rx_lock);
+	int handed = 0;
+	for (int i = 0; i < 4096; i++) {
+		struct sockaddr_in6 from;
+		RoceCtx::RxMsgs::Ctl ctl;
+		struct iovec iov = {rc->rx_bufs, kRoceRxBuffer};
+		struct msghdr m = {};
+		m.msg_name = &from;
+		m.msg_namelen = sizeof(from);
+		m.msg_iov = &iov;
+		m.msg_iovlen = 1;
+		m.msg_control = ctl.b;
+		m.msg_controllen = sizeof(ctl.b);
+		ssize_t n = recvmsg(rc->fd, &m, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		if (hand_on(rc, rc->rx_bufs, size_t(n), gro_seg(m, size_t(n)), m))
+			handed++;
+	}
+	pthread_mutex_unlock(&rc->rx_lock);
+	if (handed)
+		softlog(4, "%s: %d datagrams for other processes were still in the socket at close: handed on",
+			rc->ifname, handed);
+}
 
 // (A datagram handled here was handed to us, so it is never handed on
 // again: no nesting.)
@@ -1893,18 +1943,7 @@ int roce_drain(RoceCtx *rc, bool from_app)
 		for (int i = 0; i < got; i++) {
 			auto *p = static_cast<uint8_t *>(iovs[i].iov_base);
 			size_t len = msgs[i].msg_len;
-			// A train that UDP_GRO kept whole: its packets' size.
-			size_t seg = len;
-			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c;
-			     c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
-				if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
-				    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-					int g;
-					memcpy(&g, CMSG_DATA(c), sizeof(g));
-					if (g > 0)
-						seg = size_t(g);
-				}
-			take_datagram(rc, p, len, seg, msgs[i].msg_hdr, false);
+			take_datagram(rc, p, len, gro_seg(msgs[i].msg_hdr, len), msgs[i].msg_hdr, false);
 		}
 		total += got;
 		if (got < kRoceBatch)
