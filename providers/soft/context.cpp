@@ -52,24 +52,15 @@ uint32_t fd_ino(int fd)
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static SoftContext *g_contexts;
 
-// fork(): the context list and the segments' attachments are whole at the
-// fork (the forking thread holds their locks across it, in soft_exit's
-// order), and the child starts with both locks free and knowing that the
-// parent's progress threads are not in it. Its exit handler (soft_exit)
-// then neither waits for a lock another parent thread held at the fork nor
-// joins a thread it does not have.
-static void contexts_atfork_prepare()
-{
-	pthread_mutex_lock(&g_ctx_lock);
-	segments_atfork_prepare();
-}
-
-static void contexts_atfork_parent()
-{
-	segments_atfork_parent();
-	pthread_mutex_unlock(&g_ctx_lock);
-}
-
+// fork(): the child starts with the context list's and the attachments'
+// locks free, whichever thread of the parent held them, and knowing that the
+// parent's progress threads are not in it. Its exit handler (soft_exit) then
+// neither waits for a lock another parent thread held at the fork nor joins
+// a thread it does not have. (The forking thread does not take the locks
+// across the fork: librdmacm's fork handler takes its device lock, which it
+// holds while it opens a device, an order ThreadSanitizer reported as a
+// possible deadlock. Each change of the list and of an attachment's entry
+// is one store, so the child sees each whole.)
 static void contexts_atfork_child()
 {
 	segments_atfork_child();
@@ -80,8 +71,7 @@ static void contexts_atfork_child()
 
 __attribute__((constructor)) static void contexts_init()
 {
-	pthread_atfork(contexts_atfork_prepare, contexts_atfork_parent,
-		       contexts_atfork_child);
+	pthread_atfork(nullptr, nullptr, contexts_atfork_child);
 }
 
 static void stop_thread(SoftContext *ctx)

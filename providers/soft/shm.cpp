@@ -821,16 +821,6 @@ bool segment_present(int index)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
-void segments_atfork_prepare()
-{
-	pthread_mutex_lock(&g_attach_lock);
-}
-
-void segments_atfork_parent()
-{
-	pthread_mutex_unlock(&g_attach_lock);
-}
-
 void segments_atfork_child()
 {
 	pthread_mutex_init(&g_attach_lock, nullptr);

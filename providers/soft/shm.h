@@ -510,12 +510,8 @@ bool segment_present(int index);
 // the segment. In a fork() child (segment_inherited) only the child's
 // mapping and descriptor go.
 void segment_detach(Segment *seg);
-// fork(): the attachments are taken whole across it (prepare takes their
-// lock, parent gives it back) and a child starts with the lock free, whichever
-// thread of the parent held it. Called by the contexts' fork handlers
-// (context.cpp), which take their own lock first, as soft_exit does.
-void segments_atfork_prepare();
-void segments_atfork_parent();
+// fork(): a child starts with the attachments' lock free, whichever thread
+// of the parent held it (called by the contexts' fork handler, context.cpp).
 void segments_atfork_child();
 // True when seg was attached by another process: this is a fork() child
 // holding its parent's attachment (its registration, objects and locks are
