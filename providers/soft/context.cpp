@@ -53,10 +53,12 @@ static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static SoftContext *g_contexts;
 
 // fork(): the child starts with the context list's and the attachments'
-// locks free, whichever thread of the parent held them, and knowing that the
-// parent's progress threads are not in it. Its exit handler (soft_exit) then
-// neither waits for a lock another parent thread held at the fork nor joins
-// a thread it does not have. (The forking thread does not take the locks
+// locks free, whichever thread of the parent held them, so its exit handler
+// (soft_exit) never waits for a lock another parent thread held at the fork.
+// (It still takes an inherited context's progress thread as started: a
+// child that uses the context starts none, which ThreadSanitizer cannot
+// follow in a child of a threaded process; glibc marks the parent's threads
+// ended in the child, so the exit handler's join returns.) (The forking thread does not take the locks
 // across the fork: librdmacm's fork handler takes its device lock, which it
 // holds while it opens a device, an order ThreadSanitizer reported as a
 // possible deadlock. Each change of the list and of an attachment's entry
@@ -64,8 +66,6 @@ static SoftContext *g_contexts;
 static void contexts_atfork_child()
 {
 	segments_atfork_child();
-	for (SoftContext *c = g_contexts; c; c = c->next_ctx)
-		c->thread_started = false;
 	pthread_mutex_init(&g_ctx_lock, nullptr);
 }
 
