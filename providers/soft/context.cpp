@@ -52,20 +52,19 @@ uint32_t fd_ino(int fd)
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static SoftContext *g_contexts;
 
-// fork(): the child starts with the context list's and the attachments'
-// locks free, whichever thread of the parent held them, so its exit handler
-// (soft_exit) never waits for a lock another parent thread held at the fork.
-// (It still takes an inherited context's progress thread as started: a
-// child that uses the context starts none, which ThreadSanitizer cannot
-// follow in a child of a threaded process; glibc marks the parent's threads
-// ended in the child, so the exit handler's join returns.) (The forking thread does not take the locks
-// across the fork: librdmacm's fork handler takes its device lock, which it
-// holds while it opens a device, an order ThreadSanitizer reported as a
-// possible deadlock. Each change of the list and of an attachment's entry
-// is one store, so the child sees each whole.)
+// fork(): the child starts with the context list's lock free, whichever
+// thread of the parent held it, so its exit handler (soft_exit) never waits
+// for a thread it does not have (shm.cpp does the same for the attachments'
+// lock). The forking thread does not hold the lock across the fork:
+// librdmacm's fork handler, which runs after this one's prepare, takes its
+// device lock, which it holds while it opens a device (ThreadSanitizer: a
+// possible deadlock). Each change of the list is one store, so the child
+// sees it whole. An inherited context's progress thread stays marked
+// started: a child that uses the context starts none (ThreadSanitizer cannot
+// follow a thread started in a child of a threaded process), and glibc marks
+// the parent's threads ended in the child, so the exit handler's join returns.
 static void contexts_atfork_child()
 {
-	segments_atfork_child();
 	pthread_mutex_init(&g_ctx_lock, nullptr);
 }
 

@@ -821,9 +821,16 @@ bool segment_present(int index)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
-void segments_atfork_child()
+// fork(): a child starts with the attachments' lock free, whichever thread
+// of the parent held it (its exit handler detaches what it inherited).
+static void attach_atfork_child()
 {
 	pthread_mutex_init(&g_attach_lock, nullptr);
+}
+
+__attribute__((constructor)) static void attach_init()
+{
+	pthread_atfork(nullptr, nullptr, attach_atfork_child);
 }
 
 int segment_attach(int index, Segment **out, const char *name)

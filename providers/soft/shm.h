@@ -510,9 +510,6 @@ bool segment_present(int index);
 // the segment. In a fork() child (segment_inherited) only the child's
 // mapping and descriptor go.
 void segment_detach(Segment *seg);
-// fork(): a child starts with the attachments' lock free, whichever thread
-// of the parent held it (called by the contexts' fork handler, context.cpp).
-void segments_atfork_child();
 // True when seg was attached by another process: this is a fork() child
 // holding its parent's attachment (its registration, objects and locks are
 // the parent's).

@@ -177,6 +177,13 @@ template <class Fn> void each_beside(const char *seg_path, const char *kind, Fn 
 constexpr size_t kMarkSvcChars = 16, kMarkAddrChars = 32;
 constexpr size_t kMarkPidAt = kMarkSvcChars + 1 + kMarkAddrChars + 1;
 
+// A listener address (16 bytes) as a marker spells it.
+void addr_hex(const uint8_t *addr, char out[kMarkAddrChars + 1])
+{
+	for (size_t i = 0; i < kMarkAddrChars / 2; i++)
+		snprintf(out + 2 * i, 3, "%02x", addr[i]);
+}
+
 // Removes the files of processes of the segment at `seg_path` that died
 // without closing the device (killed): endpoints "<segment>.fwd-PID" and
 // listener markers "<segment>.listen-SVC-ADDR-PID-HANDLE" of a pid that no
@@ -209,7 +216,7 @@ constexpr size_t kMadAttr = 16, kMadServiceId = 32, kMadRequestId = 24, kMadRemo
 // destination address in the RDMA CM header that starts it (rdma_cm(7);
 // 16 bytes at its byte 20, IPv4 in the last 4).
 constexpr size_t kMadReqPrivate = 24 + 140, kMadSidrReqPrivate = 24 + 16;
-constexpr size_t kCmaDstAt = 20, kCmaAddrBytes = 16;
+constexpr size_t kCmaDstAt = 20, kCmaAddrBytes = kMarkAddrChars / 2;
 constexpr uint8_t kMadBaseVersion = 1, kMadClassCm = 0x07;
 constexpr uint16_t kAttrReq = 0x0010, kAttrSidrReq = 0x0017, kAttrSidrRep = 0x0018;
 // The low bits of the communication IDs (and SIDR request IDs) our CM
@@ -270,8 +277,7 @@ int mad_target(RoceCtx *rc, const uint8_t *p, size_t n)
 		if (n < kMadAt + cma + kCmaDstAt + kCmaAddrBytes || !rc->seg)
 			return 0;
 		char dst[kMarkAddrChars + 1];
-		for (size_t i = 0; i < kCmaAddrBytes; i++)
-			snprintf(dst + 2 * i, 3, "%02x", mad[cma + kCmaDstAt + i]);
+		addr_hex(mad + cma + kCmaDstAt, dst);
 		return listener_pid(rc, be_at(mad + kMadServiceId, 8), dst);
 	}
 	uint32_t id = uint32_t(be_at(mad + (attr == kAttrSidrRep ? kMadRequestId : kMadRemoteId), 4));
@@ -498,8 +504,7 @@ openverbs_soft_roce_listen_at(struct ibv_context *ibctx, uint64_t service_id, co
 	if (!ctx || !ctx->roce || !ctx->roce->seg || !addr)
 		return EINVAL;
 	char hex[kMarkAddrChars + 1];
-	for (size_t i = 0; i < kCmaAddrBytes; i++)
-		snprintf(hex + 2 * i, 3, "%02x", addr[i]);
+	addr_hex(addr, hex);
 	char path[PATH_MAX];
 	int n = snprintf(path, sizeof(path), "%s.listen-%016llx-%s-%d-%u", ctx->roce->seg->path,
 			 (unsigned long long)service_id, hex, self_pid(), handle);
