@@ -32,6 +32,14 @@
  *    answered.
  * With -x, every RC request goes through the extended send API
  * (ibv_create_qp_ex with send_ops_flags, ibv_wr_start .. ibv_wr_complete).
+ * With -X, steps 1 to 3 run over XRC instead of RC: the client's XRC send QP
+ * to the server's XRC receive QP, every request naming the server's XRC SRQ
+ * (of an XRC domain without a file), whose receive WQEs take the SENDs and
+ * whose protection domain is the server's region's; not with -w. Then a
+ * SEND naming an SRQ the server does not have must fail with a remote
+ * invalid request error (-L: or a retry error, when the NAK was lost); with
+ * -P instead an RDMA WRITE with the R_Key of a region the server registered
+ * in another PD than its SRQ's must fail with a remote access error.
  * With -u -m, the datagrams go to a multicast group (::ffff:239.1.2.3,
  * destination QP 0xffffff) that the receiving QP attached itself to.
  * With -u, an unreliable-datagram check instead: the client sends COUNT
@@ -44,6 +52,7 @@
  * Exit status 0 when everything checked out. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <stdint.h>
@@ -161,9 +170,16 @@ static struct ibv_wc wait_one(struct ibv_cq *cq)
  * ibv_wr_complete), each chain as one batch; else ibv_post_send. -L: the
  * link loses datagrams (step 4). */
 static int g_ex, g_lossy, g_mcast;
+/* -X: the XRC SRQ number every request names (the server's). -P: the
+ * server's R_Key of its buffer registered in a second PD. */
+static int g_xrc, g_xrc_pd;
+static uint32_t g_srqn, g_rkey2;
 
 static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
+	if (g_xrc)
+		for (struct ibv_send_wr *w = wr; w; w = w->next)
+			w->qp_type.xrc.remote_srqn = g_srqn;
 	if (!g_ex)
 		return ibv_post_send(qp, wr, bad);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
@@ -198,8 +214,29 @@ static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 		}
 		if (wr->opcode != IBV_WR_BIND_MW)
 			ibv_wr_set_sge_list(x, (size_t)wr->num_sge, wr->sg_list);
+		if (g_xrc)
+			ibv_wr_set_xrc_srqn(x, g_srqn);
 	}
 	return ibv_wr_complete(x);
+}
+
+/* -X -P: the server registers its buffer's first page again in a PD of its
+ * own and tells the client that region's R_Key (the client sends 0). */
+static void xrc_key_exchange(int s, struct ibv_pd *pd, uint8_t *buf)
+{
+	if (!g_xrc_pd)
+		return;
+	uint32_t mine = 0;
+	if (pd) {
+		struct ibv_pd *pd2 = ibv_alloc_pd(pd->context);
+		struct ibv_mr *mr2 = pd2 ? ibv_reg_mr(pd2, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+									  IBV_ACCESS_REMOTE_WRITE)
+					 : NULL;
+		if (!mr2)
+			die("second PD's region");
+		mine = mr2->rkey; /* kept until exit: the client's WRITE must find it */
+	}
+	xfer(s, &mine, &g_rkey2, sizeof(mine));
 }
 
 struct windows {
@@ -553,7 +590,7 @@ int main(int argc, char **argv)
 	const char *dev_name = NULL;
 	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxLm")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxXPLm")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -563,11 +600,15 @@ int main(int argc, char **argv)
 		case 'u': ud = 1; break;
 		case 'w': windows = 1; break;
 		case 'x': g_ex = 1; break;
+		case 'X': g_xrc = 1; break;
+		case 'P': g_xrc_pd = 1; break;
 		case 'L': g_lossy = 1; break;
 		case 'm': g_mcast = 1; break;
-		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u [-m]|-w] [-x] [-L] [SERVER]");
+		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u [-m]|-w|-X [-P]] [-x] [-L] [SERVER]");
 		}
 	}
+	if ((g_xrc && (windows || ud)) || (g_xrc_pd && !g_xrc))
+		die("-X goes with neither -w nor -u, -P only with -X");
 	const char *server = optind < argc ? argv[optind] : NULL;
 	/* Line by line, so that a log holding stdout and stderr keeps their
 	 * order (the last line of a failed run names the failure). */
@@ -607,7 +648,40 @@ int main(int argc, char **argv)
 					       .max_recv_wr = (uint32_t)count + 8,
 					       .max_send_sge = 1, .max_recv_sge = 1}};
 	struct ibv_qp *qp;
-	if (g_ex) {
+	struct ibv_xrcd *xrcd = NULL;
+	struct ibv_srq *srq = NULL;
+	uint32_t srqn = 0;
+	if (g_xrc && server) {
+		struct ibv_qp_init_attr_ex qx = {
+			.send_cq = cq, .qp_type = IBV_QPT_XRC_SEND, .cap = qia.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = pd};
+		qx.cap.max_recv_wr = qx.cap.max_recv_sge = 0;
+		if (g_ex) {
+			qx.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			qx.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+					    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+					    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+		}
+		qp = ibv_create_qp_ex(ctx, &qx);
+	} else if (g_xrc) {
+		struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+							     IBV_XRCD_INIT_ATTR_OFLAGS,
+						.fd = -1, .oflags = O_CREAT};
+		xrcd = ibv_open_xrcd(ctx, &xa);
+		if (!xrcd)
+			die("open_xrcd");
+		struct ibv_srq_init_attr_ex sa = {
+			.attr = {.max_wr = (uint32_t)count + 8, .max_sge = 1},
+			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				     IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_XRCD,
+			.srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = xrcd, .cq = cq};
+		srq = ibv_create_srq_ex(ctx, &sa);
+		if (!srq || ibv_get_srq_num(srq, &srqn))
+			die("create_srq_ex (XRC)");
+		struct ibv_qp_init_attr_ex qx = {.qp_type = IBV_QPT_XRC_RECV,
+						 .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
+		qp = ibv_create_qp_ex(ctx, &qx);
+	} else if (g_ex) {
 		struct ibv_qp_init_attr_ex qx = {
 			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = qia.cap,
 			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
@@ -630,32 +704,36 @@ int main(int argc, char **argv)
 		for (int i = 0; i < count; i++) {
 			struct ibv_sge sge = {(uintptr_t)(buf + (size_t)i * size), (uint32_t)size, mr->lkey};
 			struct ibv_recv_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1}, *bad;
-			if (ibv_post_recv(qp, &wr, &bad))
+			if (srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(qp, &wr, &bad))
 				die("post_recv");
 		}
 	struct ibv_port_attr pa;
 	ibv_query_port(ctx, 1, &pa);
 	struct conn me = {.qpn = qp->qp_num, .psn = (uint32_t)(getpid() & 0xffffff),
-			  .rkey = mr->rkey, .addr = (uintptr_t)buf}, peer;
+			  .rkey = mr->rkey, .pad = srqn, .addr = (uintptr_t)buf}, peer;
 	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
 		die("query_gid");
 	int s = server ? tcp_connect(server, port) : tcp_accept(port);
 	g_sock = s;
 	xfer(s, &me, &peer, sizeof(me));
+	g_srqn = peer.pad;
 	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = pa.active_mtu,
 				 .dest_qp_num = peer.qpn, .rq_psn = peer.psn, .max_dest_rd_atomic = 16,
 				 .min_rnr_timer = 12,
 				 .ah_attr = {.is_global = 1, .port_num = 1,
 					     .grh = {.dgid = peer.gid, .sgid_index = (uint8_t)gidx,
 						     .hop_limit = 64}}};
+	/* An XRC send QP has no responder: no responder attributes. */
+	int responder = g_xrc && server ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+					  IBV_QP_RQ_PSN | responder))
 		die("RTR");
 	/* timeout 16: 268 ms per try, 8 tries without progress before an error
 	 * (generous: a busy host may not run the peer for a while). */
 	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 16, .retry_cnt = 7,
 				 .rnr_retry = 7, .sq_psn = me.psn, .max_rd_atomic = 16};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+	if (!(g_xrc && !server) && /* an XRC receive QP answers from RTR */
+	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("RTS");
 	char sync = 's', got;
@@ -689,6 +767,7 @@ int main(int argc, char **argv)
 		 * the same slots (a receiver held off its CPU until then used to
 		 * see the writes' bytes in message 0). */
 		xfer(s, &sync, &got, 1);
+		xrc_key_exchange(s, pd, buf);
 		if (windows)
 			bad_count += windows_server(pd, qp, cq, mr, buf, size, count,
 						    buf + 2 * (size_t)count * size + 16);
@@ -715,6 +794,7 @@ int main(int argc, char **argv)
 			}
 		}
 		xfer(s, &sync, &got, 1); /* the server has checked every message */
+		xrc_key_exchange(s, NULL, NULL);
 		/* 2. WRITE each region, READ it back. */
 		for (int i = 0; i < count; i++) {
 			fill(src, size, 1000u + (uint32_t)i);
@@ -768,6 +848,34 @@ int main(int argc, char **argv)
 		       bad_count ? "wrong" : "every value as expected");
 		if (windows)
 			bad_count += windows_client(qp, cq, mr, src, buf, size, count);
+		if (g_xrc) {
+			/* A SEND naming an SRQ number the server does not have:
+			 * the responder refuses it (Invalid Request NAK), and both
+			 * QPs end in the error state (-L: the NAK may be lost,
+			 * then the retries run out). */
+			struct ibv_sge sge = {(uintptr_t)src, 8, mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = 3, .sg_list = &sge, .num_sge = 1,
+						 .opcode = IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED}, *badwr;
+			enum ibv_wc_status want = IBV_WC_REM_INV_REQ_ERR;
+			if (g_xrc_pd) {
+				wr.opcode = IBV_WR_RDMA_WRITE;
+				wr.wr.rdma.remote_addr = peer.addr;
+				wr.wr.rdma.rkey = g_rkey2;
+				want = IBV_WC_REM_ACCESS_ERR;
+			} else {
+				g_srqn ^= 0x400;
+			}
+			if (post_wr(qp, &wr, &badwr))
+				die("post_send (refused)");
+			struct ibv_wc wc = wait_wc(cq);
+			int ok = wc.status == want || (g_lossy && wc.status == IBV_WC_RETRY_EXC_ERR);
+			printf("xrc: %s: %s%s\n",
+			       g_xrc_pd ? "a WRITE with a key of another PD than the SRQ's"
+					: "a SEND to no SRQ",
+			       ibv_wc_status_str(wc.status), ok ? "" : " (wanted another error)");
+			bad_count += !ok;
+		}
 	}
 	char done = bad_count ? 'x' : 'd';
 	xfer(s, &done, &got, 1); /* nobody destroys a QP the other still needs */
@@ -781,6 +889,10 @@ int main(int argc, char **argv)
 	}
 	close(s);
 	ibv_destroy_qp(qp);
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (xrcd)
+		ibv_close_xrcd(xrcd);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);

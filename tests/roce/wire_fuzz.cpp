@@ -28,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		in[8] &= 0x80;
 		if (k.flags & F_DETH)
 			in[kBthBytes + 4] = 0;
+		if (k.flags & F_XRCETH)
+			in[kBthBytes] = 0; // the XRCETH's reserved byte
 		if (memcmp(in, out, hdr) != 0)
 			abort();
 	}

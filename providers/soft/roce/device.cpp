@@ -704,11 +704,12 @@ static int roce_query_device_ex(struct ibv_context *context,
 	o.vendor_part_id = 0x4f57;
 	// Memory windows of both types, local invalidation and SEND with
 	// invalidate as on the shared-memory device; multicast on UD QPs
-	// (kRoceMaxGroups groups of kRoceGroupQps QPs); not carried over the
-	// wire yet: XRC.
+	// (kRoceMaxGroups groups of kRoceGroupQps QPs); XRC (its receive QPs
+	// serve the XRC SRQs of the process that made them: roce_open_qp).
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
-			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			     IBV_DEVICE_XRC;
 	o.atomic_cap = IBV_ATOMIC_GLOB; // the responder's CPU atomics on its memory
 	o.max_mcast_grp = int(kRoceMaxGroups);
 	o.max_mcast_qp_attach = int(kRoceGroupQps);
@@ -782,7 +783,8 @@ static struct ibv_qp *attach_transport(struct ibv_qp *ibqp)
 
 static bool type_ok(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD;
+	return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD || t == IBV_QPT_XRC_SEND ||
+	       t == IBV_QPT_XRC_RECV;
 }
 
 static struct ibv_qp *roce_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -805,7 +807,7 @@ static const uint64_t kRoceSendOps =
 static struct ibv_qp *roce_create_qp_ex(struct ibv_context *context,
 					struct ibv_qp_init_attr_ex *attr)
 {
-	if (attr && (!type_ok(attr->qp_type) || (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
+	if (attr && (!type_ok(attr->qp_type) ||
 		     ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 		      (attr->send_ops_flags & ~kRoceSendOps)))) {
 		errno = EOPNOTSUPP;
@@ -1039,11 +1041,12 @@ void roce_mcast_forget(RoceCtx *rc, SoftQp *qp)
 	}
 }
 
-static struct ibv_xrcd *roce_open_xrcd(struct ibv_context *, struct ibv_xrcd_init_attr *)
-{
-	errno = EOPNOTSUPP;
-	return nullptr;
-}
+// ibv_open_qp(3) of an XRC receive QP: not on this device. The wire's
+// responder state of a QP (expected PSN, the message in progress, the
+// atomics' replay cache) lives in the process that made it, and that
+// process runs its receive work, so another process could neither change
+// its state nor outlive its maker. XRC domains, XRC SRQs and both XRC QP
+// types are the shared-memory device's (roce_create_qp_ex).
 static struct ibv_qp *roce_open_qp(struct ibv_context *, struct ibv_qp_open_attr *)
 {
 	errno = EOPNOTSUPP;
@@ -1060,7 +1063,6 @@ static const struct verbs_context_ops g_roce_ops = [] {
 	o.detach_mcast = roce_detach_mcast;
 	o.modify_qp = roce_modify_qp;
 	o.open_qp = roce_open_qp;
-	o.open_xrcd = roce_open_xrcd;
 	o.poll_cq = roce_poll_cq;
 	o.post_send = roce_post_send;
 	o.query_device_ex = roce_query_device_ex;

@@ -336,6 +336,15 @@ struct RoceQp {
 	uint64_t recv_off;
 	enum ibv_wc_status recv_status;
 	bool recv_held;        // UC: kept from a dropped message for the next one
+	uint32_t recv_cq;      // XRC: the completion queue (slot) of the WQE's SRQ
+	uint32_t recv_pd;      // XRC: the protection domain of the WQE's SRQ
+	// An XRC receive QP: the XRC SRQ the request being handled names
+	// (its XRCETH, checked by xrc_target), its ring and protection domain.
+	// The SRQ's PD stands for the QP's, which has none, in every check of
+	// a local or remote key.
+	RingHeader *xrc_ring;
+	uint32_t xrc_srq;      // segment slot
+	uint32_t xrc_pd;
 	// Executed atomics by PSN (a ring): the original values they returned.
 	struct AtomicDone {
 		uint32_t psn;

@@ -36,6 +36,17 @@ namespace {
 inline int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
 inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & kPsnMask; }
 
+// RC and XRC run one reliable protocol: XRC's send QP is an RC requester
+// whose requests name the responder's XRC SRQ (XRCETH), its receive QP an
+// RC responder that takes receive WQEs from that SRQ. Their packets carry
+// XRC's transport bits.
+inline bool is_xrc(const SoftQp *qp)
+{
+	return qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV;
+}
+inline bool reliable(const SoftQp *qp) { return qp->type == IBV_QPT_RC || is_xrc(qp); }
+inline uint8_t rc_transport(const SoftQp *qp) { return is_xrc(qp) ? kXRC : kRC; }
+
 // The transport's clock (now_ns, CLOCK_MONOTONIC) is read at most once per
 // unit of work (ClockScope: a round of datagrams in roce_drain, a
 // post_send), when the first timer of the unit is set or checked: the
@@ -158,14 +169,26 @@ uint32_t packets_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) 
 
 // ------------------------------------------------------------------ memory
 
+// Whether a key of protection domain pd_id may serve qp. An XRC receive QP
+// has no PD: the XRC SRQ's stands for it (xrc_pd), and without one (0) no
+// key serves.
+inline bool pd_ok(const SoftQp *qp, uint32_t pd_id, uint32_t xrc_pd)
+{
+	if (qp->type == IBV_QPT_XRC_RECV)
+		return xrc_pd && pd_id == xrc_pd;
+	return !qp->pd_id || pd_id == qp->pd_id;
+}
+
 // A region of this process on qp's device: for a gather (write false) or a
-// scatter entry (write true) of qp. Pointer to [addr, addr+len) or nullptr.
+// scatter entry (write true) of qp (of an XRC receive QP: of the receive
+// WQE's SRQ). Pointer to [addr, addr+len) or nullptr.
 uint8_t *local_ptr(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool write)
 {
 	Segment *seg = qp->ctx->seg;
 	KeySnap m;
 	if (!key_read(seg, lkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
-	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
+	    m.owner_pid != g_pid ||
+	    !pd_ok(qp, m.pd_id, qp->type == IBV_QPT_XRC_RECV ? qp->roce->recv_pd : 0) ||
 	    !key_range_ok(m, addr, len) || (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)) ||
 	    ((m.access & IBV_ACCESS_ON_DEMAND) && !odp_fault(m.addr + (addr - m.iova), len, write)))
 		return nullptr;
@@ -183,7 +206,8 @@ uint8_t *remote_ptr(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32
 	KeySnap m;
 	if (!key_read(seg, rkey, m) || (m.kind != KEY_MR && m.kind != KEY_MW) ||
 	    (m.kind == KEY_MW && !window_usable(seg, m, qp->qpn)) || m.owner != seg->my_proc ||
-	    m.owner_pid != g_pid || (qp->pd_id && m.pd_id != qp->pd_id) ||
+	    m.owner_pid != g_pid ||
+	    !pd_ok(qp, m.pd_id, qp->type == IBV_QPT_XRC_RECV ? qp->roce->xrc_pd : 0) ||
 	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len) ||
 	    ((m.access & IBV_ACCESS_ON_DEMAND) &&
 	     !odp_fault(m.addr + (va - m.iova), len,
@@ -460,7 +484,7 @@ void send_aeth(SoftQp *qp, uint8_t opcode_op, uint32_t psn, uint8_t syndrome, ui
 	if (r->ack_pending)
 		ack_emit(qp);
 	Packet k;
-	k.bth.opcode = kRC | opcode_op;
+	k.bth.opcode = rc_transport(qp) | opcode_op;
 	k.flags = opcode_flags(k.bth.opcode);
 	k.bth.dqpn = qp->attr.dest_qp_num;
 	k.bth.psn = psn;
@@ -482,7 +506,7 @@ void ack_emit(SoftQp *qp)
 	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
 		return;
 	Packet k;
-	k.bth.opcode = kRC | kAck;
+	k.bth.opcode = rc_transport(qp) | kAck;
 	k.flags = opcode_flags(k.bth.opcode);
 	k.bth.dqpn = qp->attr.dest_qp_num;
 	k.bth.psn = r->ack_psn;
@@ -570,14 +594,16 @@ void tx_done(RoceCtx *rc)
 void qp_error(SoftQp *qp)
 {
 	RoceQp *r = qp->roce;
-	if ((r->in_send || r->recv_held) && qp->rcq) {
-		// The receive request of the message in progress is flushed too.
+	bool xrc = qp->type == IBV_QPT_XRC_RECV;
+	if ((r->in_send || r->recv_held) && (qp->rcq || xrc)) {
+		// The receive request of the message in progress is flushed too
+		// (an XRC receive QP's to its SRQ's completion queue).
 		struct ibv_wc wc = {};
 		wc.wr_id = r->recv_wr_id;
 		wc.status = IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = IBV_WC_RECV;
 		wc.qp_num = qp->qpn;
-		cq_push(qp->ctx->seg, qp->rcq->slot, wc, false);
+		cq_push(qp->ctx->seg, xrc ? r->recv_cq : qp->rcq->slot, wc, false);
 		r->recv_held = false;
 	}
 	qp_sq_lock(qp);
@@ -651,9 +677,10 @@ void send_read_request(SoftQp *qp, const SoftWr &w, const RoceTx &t)
 {
 	RoceQp *r = qp->roce;
 	Packet k;
-	k.bth.opcode = kRC | kReadRequest;
+	k.bth.opcode = rc_transport(qp) | kReadRequest;
 	k.flags = opcode_flags(k.bth.opcode);
 	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.xrc_srqn = w.xrc_srqn;
 	k.bth.psn = t.rd_next;
 	k.bth.ack_req = true;
 	uint64_t off = uint64_t(psn_diff(t.rd_next, t.psn)) * r->mtu;
@@ -667,13 +694,14 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 {
 	RoceQp *r = qp->roce;
 	RoceCtx *rc = qp->ctx->roce;
-	uint8_t tr = qp->type == IBV_QPT_UC ? kUC : kRC;
+	uint8_t tr = qp->type == IBV_QPT_UC ? kUC : rc_transport(qp);
 	Packet k;
 	k.bth.dqpn = qp->attr.dest_qp_num;
+	k.xrc_srqn = w.xrc_srqn; // sent with XRC's requests only (F_XRCETH)
 	uint8_t *pb = tx_slot(qp->ctx->roce);
 	uint32_t plen = 0;
 	if (is_atomic(w.opcode)) {
-		k.bth.opcode = kRC | (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd);
+		k.bth.opcode = tr | (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd);
 		k.flags = opcode_flags(k.bth.opcode);
 		k.bth.psn = t.psn;
 		k.bth.ack_req = true;
@@ -725,7 +753,7 @@ void send_next_packet(SoftQp *qp, SoftWr &w, RoceTx &t)
 		// AckReq: the end of a message, every kRoceAckEvery packets, and the
 		// packet that fills the flight window (else nothing would answer
 		// until the timeout).
-		k.bth.ack_req = qp->type == IBV_QPT_RC &&
+		k.bth.ack_req = reliable(qp) &&
 				(last || (i + 1) % kRoceAckEvery == 0 ||
 				 psn_diff(psn_add(k.bth.psn, 1), r->una) >= int32_t(r->cwnd));
 		if (write && first)
@@ -771,7 +799,7 @@ void pump(SoftQp *qp)
 	r->rnr_until_ns = 0;
 	bool sent = false;
 	while (r->next_wr < qp->sq_count) {
-		if (qp->type == IBV_QPT_RC && psn_diff(r->snd_nxt, r->una) >= int32_t(r->cwnd))
+		if (reliable(qp) && psn_diff(r->snd_nxt, r->una) >= int32_t(r->cwnd))
 			break;
 		uint32_t idx = (qp->sq_head + r->next_wr) % qp->sq_depth;
 		SoftWr &w = qp->sq[idx];
@@ -793,7 +821,7 @@ void pump(SoftQp *qp)
 		if (t.status != IBV_WC_SUCCESS || fully_sent(w, t))
 			r->next_wr++;
 	}
-	if (sent && qp->type == IBV_QPT_RC && !r->deadline_ns) {
+	if (sent && reliable(qp) && !r->deadline_ns) {
 		// Longer after each timeout in a row (recovery.h).
 		uint64_t to = timeout_ns(qp->attr.timeout);
 		int missed = std::max(int(qp->attr.retry_cnt) - r->retry_left, 0);
@@ -1011,7 +1039,12 @@ void on_response(SoftQp *qp, const Packet &k)
 
 // ------------------------------------------------------------------ responder
 
-RingHeader *recv_ring(SoftQp *qp) { return qp->srq ? qp->srq->ring : qp->rq; }
+RingHeader *recv_ring(SoftQp *qp)
+{
+	if (qp->type == IBV_QPT_XRC_RECV)
+		return qp->roce->xrc_ring; // the request's SRQ (xrc_target)
+	return qp->srq ? qp->srq->ring : qp->rq;
+}
 
 // Takes the next receive request into r->recv_*. False when none is posted.
 bool take_recv(SoftQp *qp)
@@ -1023,8 +1056,17 @@ bool take_recv(SoftQp *qp)
 	alignas(8) uint8_t buf[sizeof(RecvWqe) + kMaxSge * sizeof(struct ibv_sge)];
 	if (!ring_pop(ring, buf, sizeof(buf)))
 		return false;
-	if (qp->srq && qp->srq->slot < kMaxSrqs) // limit events as on the shared-memory device
-		srq_limit_check(qp->ctx->seg, qp->ctx->seg->hdr->srqs[qp->srq->slot], ring);
+	Segment *seg = qp->ctx->seg;
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		// The WQE completes on its SRQ's CQ, and its SRQ's PD checks
+		// its scatter list (xrc_target checked both).
+		SrqEntry &e = seg->hdr->srqs[r->xrc_srq];
+		srq_limit_check(seg, e, ring);
+		r->recv_cq = e.cq - 1;
+		r->recv_pd = r->xrc_pd;
+	} else if (qp->srq && qp->srq->slot < kMaxSrqs) { // limit events as on the shared-memory device
+		srq_limit_check(seg, seg->hdr->srqs[qp->srq->slot], ring);
+	}
 	auto *wqe = reinterpret_cast<RecvWqe *>(buf);
 	uint32_t n = wqe->num_sge;
 	uint32_t fit = (ring->cell_size - 8 - sizeof(RecvWqe)) / sizeof(struct ibv_sge);
@@ -1098,7 +1140,7 @@ void recv_complete(SoftQp *qp, enum ibv_wc_opcode op, uint32_t byte_len, const P
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = k.ieth;
 	}
-	cq_push(qp->ctx->seg, qp->rcq->slot, wc, k.bth.se);
+	cq_push(qp->ctx->seg, qp->type == IBV_QPT_XRC_RECV ? r->recv_cq : qp->rcq->slot, wc, k.bth.se);
 }
 
 // Serves an RDMA READ request (first time or again): the responses carry
@@ -1127,7 +1169,7 @@ bool serve_read(SoftQp *qp, const Packet &k)
 			memcpy(slot_payload(pb), p, plen);
 		Packet o;
 		bool first = i == 0, last = i + 1 == n;
-		o.bth.opcode = kRC | (first && last ? kReadRespOnly
+		o.bth.opcode = rc_transport(qp) | (first && last ? kReadRespOnly
 					: first	    ? kReadRespFirst
 					: last	    ? kReadRespLast
 						    : kReadRespMiddle);
@@ -1269,10 +1311,52 @@ Verdict execute(SoftQp *qp, const Packet &k)
 	return V_NAK_INV;
 }
 
+// A request to XRC receive QP qp names the XRC SRQ it is for (XRCETH): the
+// SRQ must be live, an XRC SRQ of the QP's XRC domain, and (the receive
+// work of the device runs in the process that made the QP, on its memory)
+// of this process. Sets xrc_ring, xrc_srq and xrc_pd; false (logged) when
+// the request names no SRQ it may use: the requester gets an Invalid
+// Request NAK, as from an HCA for a bad XRCETH.
+bool xrc_target(SoftQp *qp, const Packet &k)
+{
+	RoceQp *r = qp->roce;
+	Segment *seg = qp->ctx->seg;
+	r->xrc_ring = nullptr;
+	r->xrc_pd = 0;
+	uint32_t s = k.xrc_srqn - kSrqnBase;
+	const char *why = nullptr;
+	if (k.xrc_srqn < kSrqnBase || s >= kMaxSrqs) {
+		why = "no such SRQ";
+	} else {
+		SrqEntry &e = seg->hdr->srqs[s];
+		if (e.slot.load(std::memory_order_acquire) != SLOT_LIVE || e.error.load())
+			why = "no such SRQ";
+		else if (e.srq_type != IBV_SRQT_XRC)
+			why = "not an XRC SRQ";
+		else if (e.xrcd != qp->entry->xrcd)
+			why = "of another XRC domain";
+		else if (e.owner_pid != g_pid)
+			why = "of another process than the receive QP's";
+		else if (!(r->xrc_ring = seg->ring(e.ring)))
+			why = "its ring is gone";
+		else {
+			r->xrc_srq = s;
+			r->xrc_pd = e.pd_id;
+			return true;
+		}
+	}
+	softlog(3, "%s: XRC receive QP 0x%x: %s names XRC SRQ 0x%x: %s", qp->ctx->roce->ifname,
+		qp->qpn, opcode_name(k.bth.opcode), k.xrc_srqn, why);
+	return false;
+}
+
 void on_request_rc(SoftQp *qp, const Packet &k)
 {
 	RoceQp *r = qp->roce;
 	int32_t d = psn_diff(k.bth.psn, r->epsn);
+	// A request to an XRC receive QP: its SRQ first (a duplicate READ is
+	// served again through that SRQ's PD).
+	bool target_ok = qp->type != IBV_QPT_XRC_RECV || d > 0 || xrc_target(qp, k);
 	if (r->retry_left < qp->attr.retry_cnt)
 		softlog(4, "%s: QP 0x%x: request %s PSN 0x%x (expected 0x%x)", qp->ctx->roce->ifname,
 			qp->qpn, opcode_name(k.bth.opcode), k.bth.psn, r->epsn);
@@ -1290,6 +1374,8 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 		// A duplicate: done already. READs are served again; the rest
 		// are acknowledged again (the ACK was lost), up to the last SEND
 		// or WRITE packet (send_ack: plain_ack_psn).
+		if (!target_ok)
+			return;
 		if (k.flags & F_READ_REQ) {
 			serve_read(qp, k);
 		} else if (k.flags & F_ATOMIC_REQ) {
@@ -1306,7 +1392,7 @@ void on_request_rc(SoftQp *qp, const Packet &k)
 		return;
 	}
 	r->nak_sent = false;
-	Verdict v = execute(qp, k);
+	Verdict v = target_ok ? execute(qp, k) : V_NAK_INV;
 	switch (v) {
 	case V_DONE:
 		if (k.flags & F_READ_REQ) {
@@ -1553,7 +1639,12 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 		       : qp->type == IBV_QPT_RC ? kRC
 		       : qp->type == IBV_QPT_UC ? kUC
 		       : qp->type == IBV_QPT_UD ? kUD
+		       : is_xrc(qp)		? kXRC
 						: 0xff;
+	// An XRC send QP takes responses only, an XRC receive QP requests only.
+	if (qp && ((qp->type == IBV_QPT_XRC_SEND && (k.flags & F_REQUEST)) ||
+		   (qp->type == IBV_QPT_XRC_RECV && !(k.flags & F_REQUEST))))
+		want = 0xff;
 	if (!qp || tr != want) {
 		rc->drops[D_QPN]++;
 	} else {
@@ -1577,11 +1668,11 @@ void handle(RoceCtx *rc, uint8_t *p, size_t n, const struct msghdr &msg)
 			rc->drops[D_ICRC]++;
 		} else if (req) {
 			note_ip_id(r, ip, solved, ip_id);
-			if (qp->type == IBV_QPT_RC)
+			if (reliable(qp))
 				on_request_rc(qp, k);
 			else
 				on_request_uc(qp, k);
-		} else if (qp->type == IBV_QPT_RC) {
+		} else if (reliable(qp)) {
 			note_ip_id(r, ip, solved, ip_id);
 			on_response(qp, k);
 		} else {
@@ -1854,7 +1945,7 @@ uint64_t run_timers(RoceCtx *rc, uint64_t *ack_next)
 	pthread_mutex_lock(&rc->lock);
 	for (uint32_t s = 0; s < rc->slots_end; s++) {
 		SoftQp *qp = rc->by_slot[s];
-		if (!qp || qp->type != IBV_QPT_RC || !qp->sq_count)
+		if (!qp || !reliable(qp) || !qp->sq_count)
 			continue;
 		RoceQp *r = qp->roce;
 		if (r->rnr_until_ns && now >= r->rnr_until_ns)
@@ -2140,10 +2231,10 @@ static bool opcode_allowed(enum ibv_qp_type t, uint32_t op)
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 	case IBV_WR_SEND_WITH_INV:
-		return t == IBV_QPT_RC;
+		return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
-		return t == IBV_QPT_RC || t == IBV_QPT_UC;
+		return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_XRC_SEND;
 	default:
 		return false;
 	}

@@ -90,6 +90,11 @@ uint32_t opcode_flags(uint8_t opcode)
 		if (op == kSendOnly || op == kSendOnlyImm)
 			f = op_flags(op) | F_DETH;
 		break;
+	case kXRC:
+		f = op_flags(op);
+		if (f & F_REQUEST)
+			f |= F_XRCETH;
+		break;
 	default:
 		break;
 	}
@@ -99,6 +104,8 @@ uint32_t opcode_flags(uint8_t opcode)
 size_t ext_header_bytes(uint32_t f)
 {
 	size_t n = 0;
+	if (f & F_XRCETH)
+		n += kXrcEthBytes;
 	if (f & F_DETH)
 		n += kDethBytes;
 	if (f & F_RETH)
@@ -188,6 +195,10 @@ Drop decode(const uint8_t *p, size_t n, Packet *out)
 		return D_PAD;
 	}
 	const uint8_t *q = p + kBthBytes;
+	if (k.flags & F_XRCETH) {
+		k.xrc_srqn = ld24(q + 1); // the first byte is reserved
+		q += kXrcEthBytes;
+	}
 	if (k.flags & F_DETH) {
 		k.deth.qkey = ld32(q);
 		k.deth.src_qpn = ld24(q + 5);
@@ -243,6 +254,11 @@ size_t encode_headers(const Packet &k, uint8_t *buf)
 	buf[8] = b.ack_req ? 0x80 : 0;
 	st24(buf + 9, b.psn & kPsnMask);
 	uint8_t *q = buf + kBthBytes;
+	if (f & F_XRCETH) {
+		q[0] = 0;
+		st24(q + 1, k.xrc_srqn & 0xffffff);
+		q += kXrcEthBytes;
+	}
 	if (f & F_DETH) {
 		st32(q, k.deth.qkey);
 		q[4] = 0;

@@ -5,7 +5,7 @@
 // target use them alone. Layouts follow the InfiniBand Architecture
 // Specification volume 1 (chapter 9, "Transport layer": BTH 9.2, RETH 9.3.3,
 // AETH 9.3.5, AtomicETH 9.3.4, AtomicAckETH 9.3.6, ImmDt 9.3.7, IETH 9.3.8,
-// DETH 9.3.2; opcodes table 38) and its annex A17 (RoCE v2: UDP port 4791,
+// DETH 9.3.2, XRCETH 9.3.10; opcodes table 38) and its annex A17 (RoCE v2: UDP port 4791,
 // the ICRC over the masked IP and UDP headers). Every multi-byte field is big
 // endian on the wire.
 //
@@ -29,15 +29,16 @@ inline constexpr size_t kImmBytes = 4;
 inline constexpr size_t kIethBytes = 4;
 inline constexpr size_t kDethBytes = 8;
 inline constexpr size_t kIcrcBytes = 4;
-// Largest header block: BTH + RETH + ImmDt (RDMA WRITE Only with Immediate)
-// and BTH + AtomicETH are the longest ones.
-inline constexpr size_t kMaxHeaderBytes = kBthBytes + kAtomicEthBytes;
+inline constexpr size_t kXrcEthBytes = 4;
+// Largest header block: an XRC atomic request, BTH + XRCETH + AtomicETH.
+inline constexpr size_t kMaxHeaderBytes = kBthBytes + kXrcEthBytes + kAtomicEthBytes;
 inline constexpr uint32_t kPsnMask = 0xffffff;
 inline constexpr uint32_t kQpnMask = 0xffffff;
 
-// BTH opcodes: transport in bits 7..5 (RC 0, UC 1, UD 3, CNP 4), operation in
-// bits 4..0 (IBA table 38).
-inline constexpr uint8_t kRC = 0x00, kUC = 0x20, kUD = 0x60, kCNP = 0x80;
+// BTH opcodes: transport in bits 7..5 (RC 0, UC 1, UD 3, CNP 4, XRC 5),
+// operation in bits 4..0 (IBA table 38). XRC has RC's operations under its
+// own transport bits; its requests carry the XRCETH.
+inline constexpr uint8_t kRC = 0x00, kUC = 0x20, kUD = 0x60, kCNP = 0x80, kXRC = 0xa0;
 enum Op : uint8_t {
 	kSendFirst = 0x00,
 	kSendMiddle = 0x01,
@@ -85,11 +86,12 @@ enum OpFlag : uint32_t {
 	F_ACK = 1u << 15,     // Acknowledge, Atomic Acknowledge
 	F_ATOMIC_REQ = 1u << 16,
 	F_REQUEST = 1u << 17, // travels requester -> responder
+	F_XRCETH = 1u << 18,  // an XRC request: the XRCETH follows the BTH
 	F_KNOWN = 1u << 31,
 };
 
 // Flags of a full opcode (transport | operation); 0 for opcodes this device
-// neither sends nor accepts (RD, XRC, reserved values, CNP).
+// neither sends nor accepts (RD, reserved values, CNP).
 uint32_t opcode_flags(uint8_t opcode);
 // Bytes of the headers that follow the BTH for this opcode (0 if unknown).
 size_t ext_header_bytes(uint32_t flags);
@@ -154,6 +156,7 @@ struct Packet {
 			      // order: htobe32(imm))
 	uint32_t ieth = 0;    // the R_Key to invalidate
 	Deth deth;
+	uint32_t xrc_srqn = 0; // XRCETH: the responder's XRC SRQ, 24 bits
 	const uint8_t *payload = nullptr;
 	uint32_t payload_len = 0;
 };

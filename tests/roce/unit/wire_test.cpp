@@ -225,6 +225,7 @@ TEST(RoceWire, EveryOpcodeRoundTrips)
 		k.imm = 0xcafef00d;
 		k.ieth = 0x42;
 		k.deth = {0x11111111, 0x222222};
+		k.xrc_srqn = 0x5a5a5a;
 		std::vector<uint8_t> payload;
 		if (f & F_PAYLOAD)
 			payload = {9, 8, 7};
@@ -257,6 +258,9 @@ TEST(RoceWire, EveryOpcodeRoundTrips)
 		if (f & F_ATOMIC_ACK) {
 			EXPECT_EQ(o.orig, k.orig);
 		}
+		// XRC requests, and only they, carry the XRCETH.
+		EXPECT_EQ(bool(f & F_XRCETH), (op & 0xe0) == kXRC && (f & F_REQUEST));
+		EXPECT_EQ(o.xrc_srqn, (f & F_XRCETH) ? 0x5a5a5au : 0u);
 		if (f & F_IMM) {
 			EXPECT_EQ(o.imm, k.imm);
 		}
@@ -268,8 +272,33 @@ TEST(RoceWire, EveryOpcodeRoundTrips)
 			EXPECT_EQ(o.deth.src_qpn, k.deth.src_qpn);
 		}
 	}
-	// RC: 23 operations; UC: 12; UD: 2.
-	EXPECT_EQ(known, 23 + 12 + 2);
+	// RC: 23 operations; UC: 12; UD: 2; XRC: RC's 23.
+	EXPECT_EQ(known, 23 + 12 + 2 + 23);
+}
+
+// An XRC request: the XRCETH (a reserved byte and the 24-bit XRC SRQ
+// number) right after the BTH, the RETH after it (IBA 9.3.10); XRC's
+// responses carry none.
+TEST(RoceWire, LayoutOfXrcEth)
+{
+	Packet k;
+	k.bth.opcode = kXRC | kWriteOnly;
+	k.bth.dqpn = 0x000102;
+	k.bth.psn = 0x030405;
+	k.xrc_srqn = 0xa1b2c3;
+	k.reth = {0x0a0b0c0d0e0f1011ull, 0x12131415, 0x16171819};
+	uint8_t b[kMaxHeaderBytes];
+	ASSERT_EQ(encode_headers(k, b), 32u);
+	auto want = hex("aa00ffff00000102 00030405 00a1b2c3 0a0b0c0d0e0f1011 12131415 16171819");
+	EXPECT_EQ(std::vector<uint8_t>(b, b + 32), want);
+	Packet a;
+	a.bth.opcode = kXRC | kAck;
+	a.syndrome = kAethNoCredit;
+	a.msn = 7;
+	ASSERT_EQ(encode_headers(a, b), 16u);
+	EXPECT_EQ(b[0], 0xb1);
+	k.bth.opcode = kXRC | kCompareSwap;
+	EXPECT_EQ(encode_headers(k, b), kMaxHeaderBytes);
 }
 
 // Header bytes at their specified offsets (IBA 9.2, 9.3).
