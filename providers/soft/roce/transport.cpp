@@ -1140,7 +1140,8 @@ void recv_complete(SoftQp *qp, enum ibv_wc_opcode op, uint32_t byte_len, const P
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = k.ieth;
 	}
-	cq_push(qp->ctx->seg, qp->type == IBV_QPT_XRC_RECV ? r->recv_cq : qp->rcq->slot, wc, k.bth.se);
+	uint32_t cq = qp->type == IBV_QPT_XRC_RECV ? r->recv_cq : qp->rcq->slot;
+	cq_push(qp->ctx->seg, cq, wc, k.bth.se);
 }
 
 // Serves an RDMA READ request (first time or again): the responses carry
@@ -1169,10 +1170,11 @@ bool serve_read(SoftQp *qp, const Packet &k)
 			memcpy(slot_payload(pb), p, plen);
 		Packet o;
 		bool first = i == 0, last = i + 1 == n;
-		o.bth.opcode = rc_transport(qp) | (first && last ? kReadRespOnly
-					: first	    ? kReadRespFirst
-					: last	    ? kReadRespLast
-						    : kReadRespMiddle);
+		uint8_t op = first && last ? kReadRespOnly
+			     : first	   ? kReadRespFirst
+			     : last	   ? kReadRespLast
+					   : kReadRespMiddle;
+		o.bth.opcode = rc_transport(qp) | op;
 		o.flags = opcode_flags(o.bth.opcode);
 		o.bth.dqpn = qp->attr.dest_qp_num;
 		o.bth.psn = psn_add(k.bth.psn, i);
