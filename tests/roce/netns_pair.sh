@@ -35,6 +35,9 @@
 # OVROCE_NO_DROPS=1 (with VERBS_LOG_LEVEL=3): both devices' counters at
 # close must show no datagram dropped (a CM MAD that found no receive
 # posted on QP1 counts as a "state" drop).
+# OVROCE_NO_RETRANSMITS=1 (with VERBS_LOG_LEVEL=3): neither device sent a
+# packet again (on a link without faults, every request was acknowledged in
+# time, also the last one before a side's disconnect).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
 # OVROCE_PAIRS=N: N pairs of the program at once, N servers in one namespace
@@ -307,6 +310,16 @@ if [ -n "${OVROCE_NO_DROPS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
       *"dropped: none") ;;
       "") echo "FAIL: $side: no device counters (VERBS_LOG_LEVEL=3?)"; src=1 ;;
       *) echo "FAIL: $side: ${line##*dropped: } dropped"; src=1 ;;
+    esac
+  done
+fi
+if [ -n "${OVROCE_NO_RETRANSMITS:-}" ] && [ $src -eq 0 ] && [ $crc -eq 0 ]; then
+  for side in server client; do
+    line=$(grep "datagrams in,.* retransmissions" "$logdir/$side" | tail -1)
+    case $line in
+      *" 0 retransmissions"*) ;;
+      "") echo "FAIL: $side: no device counters (VERBS_LOG_LEVEL=3?)"; src=1 ;;
+      *) echo "FAIL: $side: $(echo "$line" | grep -o '[0-9]* retransmissions')"; src=1 ;;
     esac
   done
 fi
