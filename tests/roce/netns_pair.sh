@@ -38,6 +38,14 @@
 # OVROCE_NO_RETRANSMITS=1 (with VERBS_LOG_LEVEL=3): neither device sent a
 # packet again (on a link without faults, every request was acknowledged in
 # time, also the last one before a side's disconnect).
+# OVROCE_CLIENTS=N: N clients at once against the one server, all in the
+# client namespace (N processes share that side's sroce0);
+# OVROCE_SERVER_ARGS: arguments for the server only (ibv_xsrq_pingpong's
+# "-c N").
+# OVROCE_XRC_DOMAIN=1: /tmp/xrc_domain, whose XRC domain all of
+# ibv_xsrq_pingpong's processes open, is a file of their user for this run.
+# OPENVERBS_SOFT_SHARE_MAX passes through (0: no region is converted, so
+# another process reaches every region with process_vm_*).
 # OVROCE_KEEP_LOGS=DIR: the two sides' whole logs are copied to DIR (for
 # loops that hunt a rare failure with VERBS_LOG_LEVEL=4).
 # OVROCE_PAIRS=N: N pairs of the program at once, N servers in one namespace
@@ -67,6 +75,15 @@ ovroce_private_mounts "$0" "$LIB" "$TMO" "$@"
 tag=$$
 nsa=ovra$tag; nsb=ovrb$tag; va=ovva$tag; vb=ovvb$tag
 logdir=$(mktemp -d /tmp/ovroce-test.XXXXXX)
+if [ -n "${OVROCE_XRC_DOMAIN:-}" ]; then
+  # ibv_xsrq_pingpong's processes share the XRC domain of /tmp/xrc_domain
+  # (a fixed name): here a file of the programs' user, for this run only
+  # (bound over the name in the run's mount namespace; a root-owned one
+  # that other tests left there cannot be opened by them).
+  : > "$logdir/xrc_domain" && chown 65534:65534 "$logdir/xrc_domain" || exit 1
+  [ -e /tmp/xrc_domain ] || : > /tmp/xrc_domain
+  mount --bind "$logdir/xrc_domain" /tmp/xrc_domain || exit 1
+fi
 chmod 755 "$logdir"
 cleanup() {
   ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null
@@ -133,6 +150,7 @@ run_as_user() { # NS IFNAME PROGRAM...
     ${OPENVERBS_SOFT_ROCE_DUPLICATE:+OPENVERBS_SOFT_ROCE_DUPLICATE=$OPENVERBS_SOFT_ROCE_DUPLICATE} \
     ${OPENVERBS_SOFT_ROCE_CORRUPT:+OPENVERBS_SOFT_ROCE_CORRUPT=$OPENVERBS_SOFT_ROCE_CORRUPT} \
     ${VERBS_LOG_LEVEL:+VERBS_LOG_LEVEL=$VERBS_LOG_LEVEL} \
+    ${OPENVERBS_SOFT_SHARE_MAX:+OPENVERBS_SOFT_SHARE_MAX=$OPENVERBS_SOFT_SHARE_MAX} \
     timeout "$TMO" "$@"
 }
 # Several pairs: waits for the clients (pids $cpids) and the servers
@@ -266,7 +284,8 @@ elif [ "${OVROCE_PAIRS:-1}" -gt 1 ]; then
   exit 0
 else
 prog=$1; shift
-run_as_user $nsa $va "$prog" -p $port "$@" > "$logdir/server" 2>&1 &
+# shellcheck disable=SC2086
+run_as_user $nsa $va "$prog" -p $port "$@" ${OVROCE_SERVER_ARGS:-} > "$logdir/server" 2>&1 &
 spid=$!
 hex=$(printf ':%04X ' "$port")
 i=0
@@ -285,16 +304,28 @@ fi
 if [ -n "${OVROCE_CM:-}" ]; then
   # shellcheck disable=SC2086
   run_as_user $nsb $vb $client > "$logdir/client" 2>&1
+  crc=$?
+elif [ "${OVROCE_CLIENTS:-1}" -gt 1 ]; then
+  k=1; cpids=""
+  while [ $k -le "$OVROCE_CLIENTS" ]; do
+    run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client$k" 2>&1 &
+    cpids="$cpids $!"; k=$((k + 1))
+  done
+  crc=0; k=1
+  for p in $cpids; do
+    wait "$p" || { echo "FAIL: client $k exited $?"; crc=1; }
+    { echo "-- client $k"; cat "$logdir/client$k"; } >> "$logdir/client"; k=$((k + 1))
+  done
 else
   run_as_user $nsb $vb "$prog" -p $port "$@" 10.231.0.1 > "$logdir/client" 2>&1
+  crc=$?
 fi
-crc=$?
 wait $spid
 src=$?
 if [ -n "${OVROCE_CM:-}" ]; then
   echo "== server ($server): exit $src"; cat "$logdir/server"
 else
-  echo "== server ($prog -p $port $*): exit $src"; cat "$logdir/server"
+  echo "== server ($prog -p $port $* ${OVROCE_SERVER_ARGS:-}): exit $src"; cat "$logdir/server"
 fi
 echo "== client: exit $crc"; cat "$logdir/client"
 if [ -n "${OVROCE_MALFORMED_MAD:-}" ] && [ $src -eq 0 ]; then

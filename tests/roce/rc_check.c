@@ -39,7 +39,9 @@
  * SEND naming an SRQ the server does not have must fail with a remote
  * invalid request error (-L: or a retry error, when the NAK was lost); with
  * -P instead an RDMA WRITE with the R_Key of a region the server registered
- * in another PD than its SRQ's must fail with a remote access error.
+ * in another PD than its SRQ's must fail with a remote access error. With
+ * -X -F the server's XRC receive QP is another process's than its SRQ,
+ * buffer and CQ (its child's): all of it crosses between the two.
  * With -u -m, the datagrams go to a multicast group (::ffff:239.1.2.3,
  * destination QP 0xffffff) that the receiving QP attached itself to.
  * With -u, an unreliable-datagram check instead: the client sends COUNT
@@ -61,6 +63,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -174,6 +177,59 @@ static int g_ex, g_lossy, g_mcast;
  * server's R_Key of its buffer registered in a second PD. */
 static int g_xrc, g_xrc_pd;
 static uint32_t g_srqn, g_rkey2;
+
+/* -X -F, server side: the XRC receive QP lives in this process, and
+ * everything else the server has (the XRC SRQ, the buffer and its regions,
+ * the CQ, the exchange with the client) in a child, which opens the same
+ * XRC domain (a file both open): every request crosses from the receive
+ * QP's process to the SRQ's, SENDs, RDMA and atomics alike. The child asks
+ * for the QP's transitions through a pipe. */
+static int g_fork, g_to_tgt = -1, g_from_tgt = -1, g_xrcd_fd = -1;
+
+static void pipe_io(int fd, void *p, size_t n, int out)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = out ? write(fd, (char *)p + done, n - done) : read(fd, (char *)p + done, n - done);
+		if (r <= 0)
+			die("pipe to the receive QP's process");
+		done += (size_t)r;
+	}
+}
+
+/* The parent of -X -F: makes the XRC receive QP in the XRC domain of the
+ * file xrcd_fd, tells the child its number, moves it to INIT and to RTR
+ * with the attributes the child sends, and waits for the child. */
+static int tgt_process(struct ibv_device *dev, pid_t child, int to_child, int from_child)
+{
+	struct ibv_context *ctx = ibv_open_device(dev);
+	if (!ctx)
+		die("open_device (receive QP's process)");
+	struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+					.fd = g_xrcd_fd, .oflags = O_CREAT};
+	struct ibv_xrcd *xrcd = ibv_open_xrcd(ctx, &xa);
+	struct ibv_qp_init_attr_ex qx = {.qp_type = IBV_QPT_XRC_RECV,
+					 .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
+	struct ibv_qp *qp = xrcd ? ibv_create_qp_ex(ctx, &qx) : NULL;
+	if (!qp)
+		die("XRC receive QP");
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_REMOTE_ATOMIC};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("INIT (receive QP's process)");
+	pipe_io(to_child, &qp->qp_num, sizeof(qp->qp_num), 1);
+	int mask;
+	pipe_io(from_child, &a, sizeof(a), 0);
+	pipe_io(from_child, &mask, sizeof(mask), 0);
+	char ok = ibv_modify_qp(qp, &a, mask) ? 'x' : 'r';
+	pipe_io(to_child, &ok, 1, 1);
+	int status = 1;
+	waitpid(child, &status, 0);
+	ibv_destroy_qp(qp);
+	ibv_close_xrcd(xrcd);
+	ibv_close_device(ctx);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
 
 static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
@@ -590,7 +646,7 @@ int main(int argc, char **argv)
 	const char *dev_name = NULL;
 	int gidx = 0, port = 18515, count = 200, opt, ud = 0, windows = 0;
 	size_t size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxXPLm")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:p:n:s:uwxXPFLm")) != -1) {
 		switch (opt) {
 		case 'd': dev_name = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -602,13 +658,14 @@ int main(int argc, char **argv)
 		case 'x': g_ex = 1; break;
 		case 'X': g_xrc = 1; break;
 		case 'P': g_xrc_pd = 1; break;
+		case 'F': g_fork = 1; break;
 		case 'L': g_lossy = 1; break;
 		case 'm': g_mcast = 1; break;
 		default: die("usage: rc_check -d DEV -g GID -p PORT [-n N] [-s SIZE] [-u [-m]|-w|-X [-P]] [-x] [-L] [SERVER]");
 		}
 	}
-	if ((g_xrc && (windows || ud)) || (g_xrc_pd && !g_xrc))
-		die("-X goes with neither -w nor -u, -P only with -X");
+	if ((g_xrc && (windows || ud)) || ((g_xrc_pd || g_fork) && !g_xrc))
+		die("-X goes with neither -w nor -u, -P and -F only with -X");
 	const char *server = optind < argc ? argv[optind] : NULL;
 	/* Line by line, so that a log holding stdout and stderr keeps their
 	 * order (the last line of a failed run names the failure). */
@@ -621,6 +678,20 @@ int main(int argc, char **argv)
 			dev = list[i];
 	if (!dev)
 		die("no such device");
+	if (g_fork && !server) {
+		char path[] = "/tmp/rc_check_xrcd.XXXXXX";
+		int to_child[2], from_child[2];
+		g_xrcd_fd = mkstemp(path);
+		if (g_xrcd_fd < 0 || unlink(path) || pipe(to_child) || pipe(from_child))
+			die("XRC domain file and pipes");
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid > 0)
+			return tgt_process(dev, pid, to_child[1], from_child[0]);
+		g_from_tgt = to_child[0];
+		g_to_tgt = from_child[1];
+	}
 	struct ibv_context *ctx = ibv_open_device(dev);
 	if (!ctx)
 		die("open_device");
@@ -666,7 +737,7 @@ int main(int argc, char **argv)
 	} else if (g_xrc) {
 		struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD |
 							     IBV_XRCD_INIT_ATTR_OFLAGS,
-						.fd = -1, .oflags = O_CREAT};
+						.fd = g_xrcd_fd, .oflags = O_CREAT};
 		xrcd = ibv_open_xrcd(ctx, &xa);
 		if (!xrcd)
 			die("open_xrcd");
@@ -680,7 +751,7 @@ int main(int argc, char **argv)
 			die("create_srq_ex (XRC)");
 		struct ibv_qp_init_attr_ex qx = {.qp_type = IBV_QPT_XRC_RECV,
 						 .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
-		qp = ibv_create_qp_ex(ctx, &qx);
+		qp = g_fork ? NULL : ibv_create_qp_ex(ctx, &qx);
 	} else if (g_ex) {
 		struct ibv_qp_init_attr_ex qx = {
 			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = qia.cap,
@@ -693,12 +764,18 @@ int main(int argc, char **argv)
 	} else {
 		qp = ibv_create_qp(pd, &qia);
 	}
-	if (!qp)
+	uint32_t qpn = 0; /* -X -F: the receive QP's, in the parent */
+	if (g_to_tgt >= 0)
+		pipe_io(g_from_tgt, &qpn, sizeof(qpn), 0);
+	else if (!qp)
 		die("create_qp");
+	else
+		qpn = qp->qp_num;
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
 				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						   IBV_ACCESS_REMOTE_ATOMIC};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (qp &&
+	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("INIT");
 	if (!server) /* receives first: the client starts sending at once */
 		for (int i = 0; i < count; i++) {
@@ -709,7 +786,7 @@ int main(int argc, char **argv)
 		}
 	struct ibv_port_attr pa;
 	ibv_query_port(ctx, 1, &pa);
-	struct conn me = {.qpn = qp->qp_num, .psn = (uint32_t)(getpid() & 0xffffff),
+	struct conn me = {.qpn = qpn, .psn = (uint32_t)(getpid() & 0xffffff),
 			  .rkey = mr->rkey, .pad = srqn, .addr = (uintptr_t)buf}, peer;
 	if (ibv_query_gid(ctx, 1, gidx, &me.gid))
 		die("query_gid");
@@ -725,9 +802,18 @@ int main(int argc, char **argv)
 						     .hop_limit = 64}}};
 	/* An XRC send QP has no responder: no responder attributes. */
 	int responder = g_xrc && server ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					  IBV_QP_RQ_PSN | responder))
+	int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		       responder;
+	if (!qp) { /* -X -F: the receive QP's process makes the transition */
+		char ok;
+		pipe_io(g_to_tgt, &a, sizeof(a), 1);
+		pipe_io(g_to_tgt, &rtr_mask, sizeof(rtr_mask), 1);
+		pipe_io(g_from_tgt, &ok, 1, 0);
+		if (ok != 'r')
+			die("RTR (in the receive QP's process)");
+	} else if (ibv_modify_qp(qp, &a, rtr_mask)) {
 		die("RTR");
+	}
 	/* timeout 16: 268 ms per try, 8 tries without progress before an error
 	 * (generous: a busy host may not run the peer for a while). */
 	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 16, .retry_cnt = 7,
@@ -888,7 +974,8 @@ int main(int argc, char **argv)
 		bad_count++;
 	}
 	close(s);
-	ibv_destroy_qp(qp);
+	if (qp)
+		ibv_destroy_qp(qp);
 	if (srq)
 		ibv_destroy_srq(srq);
 	if (xrcd)

@@ -704,8 +704,8 @@ static int roce_query_device_ex(struct ibv_context *context,
 	o.vendor_part_id = 0x4f57;
 	// Memory windows of both types, local invalidation and SEND with
 	// invalidate as on the shared-memory device; multicast on UD QPs
-	// (kRoceMaxGroups groups of kRoceGroupQps QPs); XRC (its receive QPs
-	// serve the XRC SRQs of the process that made them: roce_open_qp).
+	// (kRoceMaxGroups groups of kRoceGroupQps QPs); XRC (not
+	// ibv_open_qp: roce_open_qp).
 	o.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			     IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
 			     IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B |

@@ -338,13 +338,17 @@ struct RoceQp {
 	bool recv_held;        // UC: kept from a dropped message for the next one
 	uint32_t recv_cq;      // XRC: the completion queue (slot) of the WQE's SRQ
 	uint32_t recv_pd;      // XRC: the protection domain of the WQE's SRQ
+	uint32_t recv_owner;   // XRC: the process (slot, pid) of the WQE's SRQ
+	int32_t recv_pid;
 	// An XRC receive QP: the XRC SRQ the request being handled names
-	// (its XRCETH, checked by xrc_target), its ring and protection domain.
-	// The SRQ's PD stands for the QP's, which has none, in every check of
-	// a local or remote key.
+	// (its XRCETH, checked by xrc_target), its ring, protection domain and
+	// process. The SRQ's PD stands for the QP's, which has none, in every
+	// check of a local or remote key, and the keys are that process's.
 	RingHeader *xrc_ring;
 	uint32_t xrc_srq;      // segment slot
 	uint32_t xrc_pd;
+	uint32_t xrc_owner;
+	int32_t xrc_pid;
 	// Executed atomics by PSN (a ring): the original values they returned.
 	struct AtomicDone {
 		uint32_t psn;

@@ -11,6 +11,7 @@
 // caller's thread.
 #include "roce.h"
 #include "recovery.h"
+#include "../engine.h"
 #include "../keys.h"
 #include "../log.h"
 
@@ -179,41 +180,79 @@ inline bool pd_ok(const SoftQp *qp, uint32_t pd_id, uint32_t xrc_pd)
 	return !qp->pd_id || pd_id == qp->pd_id;
 }
 
-// A region of this process on qp's device: for a gather (write false) or a
-// scatter entry (write true) of qp (of an XRC receive QP: of the receive
-// WQE's SRQ). Pointer to [addr, addr+len) or nullptr.
-uint8_t *local_ptr(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool write)
+// Where the bytes of a key's range are: our pointer to them (a region of
+// this process, or another process's region mapped here: direct_ptr), else
+// the owner's address, which move_remote reaches with process_vm_*.
+struct Span {
+	uint8_t *direct = nullptr;
+	uint64_t va = 0;
+	int32_t pid = 0;
+};
+
+void fill_span(const KeySnap &m, uint64_t addr, uint64_t len, int32_t pid, Span *s)
+{
+	s->va = m.addr + (addr - m.iova);
+	s->pid = pid;
+	s->direct = pid == g_pid ? reinterpret_cast<uint8_t *>(s->va) : direct_ptr(m, addr, len);
+}
+
+// Copies len bytes between buf and span s (to_span: into it). False when the
+// owner's memory cannot be reached (gone, or the range unmapped).
+bool span_copy(const Span &s, uint8_t *buf, uint64_t len, bool to_span)
+{
+	if (s.direct) {
+		if (to_span)
+			memcpy(s.direct, buf, len);
+		else
+			memcpy(buf, s.direct, len);
+		return true;
+	}
+	struct iovec lv = {buf, len};
+	return move_remote(s.pid, &lv, 1, s.va, nullptr, len, to_span) == 0;
+}
+
+// A region on qp's device for a gather (write false) or a scatter entry
+// (write true) of qp: of this process, or for an XRC receive QP of the
+// process and PD of the receive WQE's SRQ. True and *out set, or false.
+bool local_span(SoftQp *qp, uint32_t lkey, uint64_t addr, uint64_t len, bool write, Span *out)
 {
 	Segment *seg = qp->ctx->seg;
+	bool xrc = qp->type == IBV_QPT_XRC_RECV;
+	uint32_t proc = xrc ? qp->roce->recv_owner : seg->my_proc;
+	int32_t pid = xrc ? qp->roce->recv_pid : g_pid;
 	KeySnap m;
-	if (!key_read(seg, lkey, m) || m.kind != KEY_MR || m.owner != seg->my_proc ||
-	    m.owner_pid != g_pid ||
-	    !pd_ok(qp, m.pd_id, qp->type == IBV_QPT_XRC_RECV ? qp->roce->recv_pd : 0) ||
-	    !key_range_ok(m, addr, len) || (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)) ||
-	    ((m.access & IBV_ACCESS_ON_DEMAND) && !odp_fault(m.addr + (addr - m.iova), len, write)))
-		return nullptr;
-	return reinterpret_cast<uint8_t *>(m.addr + (addr - m.iova));
+	if (!key_read(seg, lkey, m) || m.kind != KEY_MR || m.owner != proc || m.owner_pid != pid ||
+	    !pd_ok(qp, m.pd_id, xrc ? qp->roce->recv_pd : 0) || !key_range_ok(m, addr, len) ||
+	    (write && !(m.access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    ((m.access & IBV_ACCESS_ON_DEMAND) && pid == g_pid &&
+	     !odp_fault(m.addr + (addr - m.iova), len, write)))
+		return false;
+	fill_span(m, addr, len, pid, out);
+	return true;
 }
 
 // The responder's check of an R_Key for [va, va+len) and `need`
-// (IBV_ACCESS_REMOTE_*): a region of this process in the QP's PD whose and
-// whose QP's rights allow it, or a memory window over one, bound (a type 2
-// window: by this QP) and its region unchanged since the bind. Pointer or
-// nullptr.
-uint8_t *remote_ptr(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need)
+// (IBV_ACCESS_REMOTE_*): a region in the QP's PD (an XRC receive QP: of the
+// process and PD of the SRQ the request names) whose and whose QP's rights
+// allow it, or a memory window over one, bound (a type 2 window: by this QP)
+// and its region unchanged since the bind. True and *out set, or false.
+bool remote_span(SoftQp *qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need, Span *out)
 {
 	Segment *seg = qp->ctx->seg;
+	bool xrc = qp->type == IBV_QPT_XRC_RECV;
+	uint32_t proc = xrc ? qp->roce->xrc_owner : seg->my_proc;
+	int32_t pid = xrc ? qp->roce->xrc_pid : g_pid;
 	KeySnap m;
 	if (!key_read(seg, rkey, m) || (m.kind != KEY_MR && m.kind != KEY_MW) ||
-	    (m.kind == KEY_MW && !window_usable(seg, m, qp->qpn)) || m.owner != seg->my_proc ||
-	    m.owner_pid != g_pid ||
-	    !pd_ok(qp, m.pd_id, qp->type == IBV_QPT_XRC_RECV ? qp->roce->xrc_pd : 0) ||
+	    (m.kind == KEY_MW && !window_usable(seg, m, qp->qpn)) || m.owner != proc ||
+	    m.owner_pid != pid || !pd_ok(qp, m.pd_id, xrc ? qp->roce->xrc_pd : 0) ||
 	    !(m.access & need) || !(qp->attr.qp_access_flags & need) || !key_range_ok(m, va, len) ||
-	    ((m.access & IBV_ACCESS_ON_DEMAND) &&
+	    ((m.access & IBV_ACCESS_ON_DEMAND) && pid == g_pid &&
 	     !odp_fault(m.addr + (va - m.iova), len,
 			need & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))))
-		return nullptr;
-	return reinterpret_cast<uint8_t *>(m.addr + (va - m.iova));
+		return false;
+	fill_span(m, va, len, pid, out);
+	return true;
 }
 
 // Copies between buf and bytes [off, off+len) of an SGE list (to_sge: into
@@ -228,13 +267,10 @@ bool sge_copy(SoftQp *qp, const struct ibv_sge *sge, uint32_t nsge, uint64_t off
 			continue;
 		}
 		uint32_t take = uint32_t(std::min<uint64_t>(l - off, len));
-		uint8_t *p = local_ptr(qp, sge[i].lkey, sge[i].addr + off, take, to_sge);
-		if (!p)
+		Span sp;
+		if (!local_span(qp, sge[i].lkey, sge[i].addr + off, take, to_sge, &sp) ||
+		    !span_copy(sp, buf, take, to_sge))
 			return false;
-		if (to_sge)
-			memcpy(p, buf, take);
-		else
-			memcpy(buf, p, take);
 		buf += take;
 		len -= take;
 		off = 0;
@@ -1064,6 +1100,8 @@ bool take_recv(SoftQp *qp)
 		srq_limit_check(seg, e, ring);
 		r->recv_cq = e.cq - 1;
 		r->recv_pd = r->xrc_pd;
+		r->recv_owner = r->xrc_owner;
+		r->recv_pid = r->xrc_pid;
 	} else if (qp->srq && qp->srq->slot < kMaxSrqs) { // limit events as on the shared-memory device
 		srq_limit_check(seg, seg->hdr->srqs[qp->srq->slot], ring);
 	}
@@ -1151,7 +1189,8 @@ bool serve_read(SoftQp *qp, const Packet &k)
 	RoceQp *r = qp->roce;
 	RoceCtx *rc = qp->ctx->roce;
 	uint32_t len = k.reth.len;
-	if (len && !remote_ptr(qp, k.reth.rkey, k.reth.va, len, IBV_ACCESS_REMOTE_READ))
+	Span sp;
+	if (len && !remote_span(qp, k.reth.rkey, k.reth.va, len, IBV_ACCESS_REMOTE_READ, &sp))
 		return false;
 	if (r->ack_pending)
 		ack_emit(qp); // responses in PSN order
@@ -1161,13 +1200,10 @@ bool serve_read(SoftQp *qp, const Packet &k)
 		uint64_t off = uint64_t(i) * r->mtu;
 		uint32_t plen = uint32_t(std::min<uint64_t>(r->mtu, len - off));
 		// Checked again for every packet: the region may change meanwhile.
-		uint8_t *p = plen ? remote_ptr(qp, k.reth.rkey, k.reth.va + off, plen,
-					       IBV_ACCESS_REMOTE_READ)
-				  : nullptr;
-		if (plen && !p)
+		if (plen && (!remote_span(qp, k.reth.rkey, k.reth.va + off, plen,
+					  IBV_ACCESS_REMOTE_READ, &sp) ||
+			     !span_copy(sp, slot_payload(pb), plen, false)))
 			return false;
-		if (plen)
-			memcpy(slot_payload(pb), p, plen);
 		Packet o;
 		bool first = i == 0, last = i + 1 == n;
 		uint8_t op = first && last ? kReadRespOnly
@@ -1203,14 +1239,16 @@ Verdict execute(SoftQp *qp, const Packet &k)
 		return V_NAK_INV;
 	if (f & F_SEND) {
 		// SEND with invalidate: the R_Key must name a bound type 2
-		// window of this process (IBTA 10.6.7.2.4; rxe answers anything
+		// window of this process (of an XRC receive QP: of the SRQ's
+		// process) (IBTA 10.6.7.2.4; rxe answers anything
 		// else as an invalid request, and so does this device, before the
 		// receive is touched when the message is one packet).
 		KeySnap inv = {};
+		uint32_t inv_owner =
+			qp->type == IBV_QPT_XRC_RECV ? r->xrc_owner : qp->ctx->seg->my_proc;
 		if ((f & F_IETH) &&
 		    (!key_read(qp->ctx->seg, k.ieth, inv) || inv.kind != KEY_MW ||
-		     inv.owner != qp->ctx->seg->my_proc || inv.mw_type != IBV_MW_TYPE_2 ||
-		     !inv.parent))
+		     inv.owner != inv_owner || inv.mw_type != IBV_MW_TYPE_2 || !inv.parent))
 			return V_NAK_INV;
 		if (first) {
 			if (r->in_send || r->in_write)
@@ -1240,8 +1278,9 @@ Verdict execute(SoftQp *qp, const Packet &k)
 		if (first) {
 			if (r->in_send || r->in_write)
 				return V_NAK_INV;
-			if (k.reth.len && !remote_ptr(qp, k.reth.rkey, k.reth.va, k.reth.len,
-						      IBV_ACCESS_REMOTE_WRITE))
+			Span sp;
+			if (k.reth.len && !remote_span(qp, k.reth.rkey, k.reth.va, k.reth.len,
+						       IBV_ACCESS_REMOTE_WRITE, &sp))
 				return V_NAK_ACCESS;
 			if (last && (f & F_IMM) && !have_recv(qp))
 				return V_RNR;
@@ -1258,10 +1297,10 @@ Verdict execute(SoftQp *qp, const Packet &k)
 		if (last && (f & F_IMM) && !first && !have_recv(qp))
 			return V_RNR;
 		if (len) {
-			uint8_t *p = remote_ptr(qp, r->write_rkey, r->write_va, len, IBV_ACCESS_REMOTE_WRITE);
-			if (!p)
+			Span sp;
+			if (!remote_span(qp, r->write_rkey, r->write_va, len, IBV_ACCESS_REMOTE_WRITE, &sp) ||
+			    !span_copy(sp, const_cast<uint8_t *>(k.payload), len, true))
 				return V_NAK_ACCESS;
-			memcpy(p, k.payload, len);
 		}
 		r->write_va += len;
 		r->write_left -= len;
@@ -1292,18 +1331,36 @@ Verdict execute(SoftQp *qp, const Packet &k)
 			return V_NAK_INV;
 		if (k.atomic.va & 7)
 			return V_NAK_INV; // not naturally aligned
-		auto *p = reinterpret_cast<uint64_t *>(
-			remote_ptr(qp, k.atomic.rkey, k.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC));
-		if (!p)
+		Span sp;
+		if (!remote_span(qp, k.atomic.rkey, k.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &sp))
 			return V_NAK_ACCESS;
-		uint64_t orig;
-		if ((k.bth.opcode & 0x1f) == kCompareSwap) {
-			orig = k.atomic.compare;
-			__atomic_compare_exchange_n(p, &orig, k.atomic.swap_add, false, __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
-		} else {
-			orig = __atomic_fetch_add(p, k.atomic.swap_add, __ATOMIC_SEQ_CST);
+		bool cas = (k.bth.opcode & 0x1f) == kCompareSwap;
+		uint64_t orig = 0;
+		// Under the device's atomic lock, as every requester of the
+		// shared-memory device and every responder of this one: an XRC
+		// receive QP may reach another process's word, mapped here or not
+		// (then read and written with process_vm_*).
+		SegmentHeader *h = qp->ctx->seg->hdr;
+		shm_lock(&h->atomic_lock);
+		bool ok = true;
+		if (sp.direct) {
+			auto *p = reinterpret_cast<uint64_t *>(sp.direct);
+			if (cas) {
+				orig = k.atomic.compare;
+				__atomic_compare_exchange_n(p, &orig, k.atomic.swap_add, false,
+							    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+			} else {
+				orig = __atomic_fetch_add(p, k.atomic.swap_add, __ATOMIC_SEQ_CST);
+			}
+		} else if ((ok = span_copy(sp, reinterpret_cast<uint8_t *>(&orig), 8, false))) {
+			uint64_t val = cas ? (orig == k.atomic.compare ? k.atomic.swap_add : orig)
+					   : orig + k.atomic.swap_add;
+			if (val != orig || !cas)
+				ok = span_copy(sp, reinterpret_cast<uint8_t *>(&val), 8, true);
 		}
+		shm_unlock(&h->atomic_lock);
+		if (!ok)
+			return V_NAK_ACCESS;
 		r->msn = psn_add(r->msn, 1);
 		RoceQp::AtomicDone &e = r->replay[r->replay_next++ % kRoceAtomicReplay];
 		e = {k.bth.psn, true, orig};
@@ -1314,9 +1371,10 @@ Verdict execute(SoftQp *qp, const Packet &k)
 }
 
 // A request to XRC receive QP qp names the XRC SRQ it is for (XRCETH): the
-// SRQ must be live, an XRC SRQ of the QP's XRC domain, and (the receive
-// work of the device runs in the process that made the QP, on its memory)
-// of this process. Sets xrc_ring, xrc_srq and xrc_pd; false (logged) when
+// SRQ must be live and an XRC SRQ of the QP's XRC domain; it may be another
+// process's (the receive work of the QP, which runs in the process that
+// made it, then reaches that process's memory: local_span, remote_span).
+// Sets xrc_ring, xrc_srq, xrc_pd and xrc_owner/xrc_pid; false (logged) when
 // the request names no SRQ it may use: the requester gets an Invalid
 // Request NAK, as from an HCA for a bad XRCETH.
 bool xrc_target(SoftQp *qp, const Packet &k)
@@ -1337,13 +1395,13 @@ bool xrc_target(SoftQp *qp, const Packet &k)
 			why = "not an XRC SRQ";
 		else if (e.xrcd != qp->entry->xrcd)
 			why = "of another XRC domain";
-		else if (e.owner_pid != g_pid)
-			why = "of another process than the receive QP's";
 		else if (!(r->xrc_ring = seg->ring(e.ring)))
-			why = "its ring is gone";
+			why = "its ring is not in the device's segment";
 		else {
 			r->xrc_srq = s;
 			r->xrc_pd = e.pd_id;
+			r->xrc_owner = e.owner;
+			r->xrc_pid = e.owner_pid;
 			return true;
 		}
 	}
