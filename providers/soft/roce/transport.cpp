@@ -1396,7 +1396,7 @@ bool xrc_target(SoftQp *qp, const Packet &k)
 		else if (e.xrcd != qp->entry->xrcd)
 			why = "of another XRC domain";
 		else if (!(r->xrc_ring = seg->ring(e.ring)))
-			why = "its ring is not in the device's segment";
+			why = "its ring cannot be reached";
 		else {
 			r->xrc_srq = s;
 			r->xrc_pd = e.pd_id;

@@ -5,9 +5,9 @@
 // target use them alone. Layouts follow the InfiniBand Architecture
 // Specification volume 1 (chapter 9, "Transport layer": BTH 9.2, RETH 9.3.3,
 // AETH 9.3.5, AtomicETH 9.3.4, AtomicAckETH 9.3.6, ImmDt 9.3.7, IETH 9.3.8,
-// DETH 9.3.2, XRCETH 9.3.10; opcodes table 38) and its annex A17 (RoCE v2: UDP port 4791,
-// the ICRC over the masked IP and UDP headers). Every multi-byte field is big
-// endian on the wire.
+// DETH 9.3.2, and the XRCETH of XRC, release 1.2.1; opcodes table 38) and its
+// annex A17 (RoCE v2: UDP port 4791, the ICRC over the masked IP and UDP
+// headers). Every multi-byte field is big endian on the wire.
 //
 // A datagram is: BTH (12 bytes), the extended headers the opcode calls for,
 // the payload, BTH.PadCnt zero bytes (payload + pad is a multiple of 4) and
