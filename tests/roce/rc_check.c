@@ -277,20 +277,24 @@ static int post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 }
 
 /* -X -P: the server registers its buffer's first page again in a PD of its
- * own and tells the client that region's R_Key (the client sends 0). */
+ * own and tells the client that region's R_Key (the client sends 0). The
+ * region stays until the end (the client's WRITE must find it). */
+static struct ibv_pd *g_pd2;
+static struct ibv_mr *g_mr2;
+
 static void xrc_key_exchange(int s, struct ibv_pd *pd, uint8_t *buf)
 {
 	if (!g_xrc_pd)
 		return;
 	uint32_t mine = 0;
 	if (pd) {
-		struct ibv_pd *pd2 = ibv_alloc_pd(pd->context);
-		struct ibv_mr *mr2 = pd2 ? ibv_reg_mr(pd2, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
-									  IBV_ACCESS_REMOTE_WRITE)
-					 : NULL;
-		if (!mr2)
+		g_pd2 = ibv_alloc_pd(pd->context);
+		g_mr2 = g_pd2 ? ibv_reg_mr(g_pd2, buf, 4096,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+			      : NULL;
+		if (!g_mr2)
 			die("second PD's region");
-		mine = mr2->rkey; /* kept until exit: the client's WRITE must find it */
+		mine = g_mr2->rkey;
 	}
 	xfer(s, &mine, &g_rkey2, sizeof(mine));
 }
@@ -687,8 +691,11 @@ int main(int argc, char **argv)
 		pid_t pid = fork();
 		if (pid < 0)
 			die("fork");
-		if (pid > 0)
-			return tgt_process(dev, pid, to_child[1], from_child[0]);
+		if (pid > 0) {
+			int rc = tgt_process(dev, pid, to_child[1], from_child[0]);
+			ibv_free_device_list(list);
+			return rc;
+		}
 		g_from_tgt = to_child[0];
 		g_to_tgt = from_child[1];
 	}
@@ -980,10 +987,16 @@ int main(int argc, char **argv)
 		ibv_destroy_srq(srq);
 	if (xrcd)
 		ibv_close_xrcd(xrcd);
+	if (g_mr2) {
+		ibv_dereg_mr(g_mr2);
+		ibv_dealloc_pd(g_pd2);
+	}
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
+	free(want);
+	free(buf);
 	return bad_count ? 1 : 0;
 }

@@ -821,13 +821,15 @@ static int roce_destroy_qp(struct ibv_qp *ibqp)
 	SoftQp *qp = to_sqp(ibqp);
 	RoceCtx *rc = qp->ctx->roce;
 	RoceQp *rq = qp->roce;
+	uint32_t slot = qp->slot; // the soft device's destroy frees qp
 	pthread_mutex_lock(&rc->lock);
 	if (rq && rq->ack_pending)
 		roce_flush_acks(rc); // its last ACK goes before it does
 	int e = soft_context_ops().destroy_qp(ibqp);
 	if (!e) {
+		// From here qp is only a value to compare with (freed).
 		roce_mcast_forget(rc, qp); // as the kernel detaches a destroyed QP
-		rc->by_slot[qp->slot] = nullptr; // slot numbers come back only after this
+		rc->by_slot[slot] = nullptr; // slot numbers come back only after this
 		while (rc->slots_end && !rc->by_slot[rc->slots_end - 1])
 			rc->slots_end--;
 		if (rc->gsi == qp)
