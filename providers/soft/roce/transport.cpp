@@ -200,15 +200,8 @@ void fill_span(const KeySnap &m, uint64_t addr, uint64_t len, int32_t pid, Span 
 // owner's memory cannot be reached (gone, or the range unmapped).
 bool span_copy(const Span &s, uint8_t *buf, uint64_t len, bool to_span)
 {
-	if (s.direct) {
-		if (to_span)
-			memcpy(s.direct, buf, len);
-		else
-			memcpy(buf, s.direct, len);
-		return true;
-	}
 	struct iovec lv = {buf, len};
-	return move_remote(s.pid, &lv, 1, s.va, nullptr, len, to_span) == 0;
+	return move_remote(s.pid, &lv, 1, s.va, s.direct, len, to_span) == 0;
 }
 
 // A region on qp's device for a gather (write false) or a scatter entry
