@@ -116,16 +116,36 @@ static constexpr uint64_t header_bytes()
 
 static constexpr uint64_t segment_bytes() { return header_bytes() + kArenaSize; }
 
-// Arena blocks: a header in front of every block, next-fit allocation.
+// Arena blocks: a header in front of every block. A freed block also
+// keeps when it was freed and its place in the reuse queue (reuse_alloc).
 struct BlockHeader {
 	uint64_t size;  // whole block, multiple of 64
 	uint32_t free;
 	uint32_t owner;
 	uint64_t magic;
-	uint64_t pad[5];
+	uint64_t freed_ms; // CLOCK_MONOTONIC_COARSE ms at the free; 0 never used
+	uint64_t prev;     // reuse queue: neighbours' offsets in the arena, kNone at its ends
+	uint64_t next;
+	uint32_t queued;   // kQueued while in the reuse queue
+	uint32_t pad0;
+	uint64_t pad1;
 };
 static_assert(sizeof(BlockHeader) == 64);
 inline constexpr uint64_t kBlockMagic = 0x424c4f434b4f5621ull;
+inline constexpr uint32_t kQueued = 0x51554555; // "QUEU"
+inline constexpr uint64_t kNone = UINT64_MAX;
+
+// How long a freed block rests before the reuse path hands it out again,
+// and how many queued blocks one reuse search looks at.
+inline constexpr uint64_t kReuseQuarantineMs = 10;
+inline constexpr unsigned kReuseSteps = 16;
+
+static uint64_t coarse_ms()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
 
 static void arena_init(Segment *seg)
 {
@@ -134,7 +154,10 @@ static void arena_init(Segment *seg)
 	b->free = 1;
 	b->owner = UINT32_MAX;
 	b->magic = kBlockMagic;
+	b->freed_ms = 0;
+	b->queued = 0;
 	seg->hdr->arena_hint = 0;
+	seg->hdr->reuse_head = seg->hdr->reuse_tail = kNone;
 }
 
 static inline bool block_sound(const BlockHeader *b, uint64_t off, uint64_t size)
@@ -142,23 +165,201 @@ static inline bool block_sound(const BlockHeader *b, uint64_t off, uint64_t size
 	return b->magic == kBlockMagic && b->size >= 64 && b->size % 64 == 0 && b->size <= size - off;
 }
 
+// Whether `off` can name a block header of an arena of `size` bytes.
+static inline bool offset_sound(const uint8_t *a, uint64_t off, uint64_t size)
+{
+	return off % 64 == 0 && off < size && size - off >= sizeof(BlockHeader) &&
+	       block_sound(reinterpret_cast<const BlockHeader *>(a + off), off, size);
+}
+
+// ---- The reuse queue: the freed blocks, oldest first, linked through
+// their headers (offsets in the arena), under the device lock. Every link
+// is checked before it is followed; a queue found inconsistent (a damaged
+// segment) is dropped, which costs reuse only: the next-fit search still
+// finds every free block.
+
+static BlockHeader *queued_at(Segment *seg, uint64_t off)
+{
+	uint8_t *a = seg->arena();
+	if (!offset_sound(a, off, seg->hdr->arena_size))
+		return nullptr;
+	auto *b = reinterpret_cast<BlockHeader *>(a + off);
+	return b->free == 1 && b->queued == kQueued ? b : nullptr;
+}
+
+static void queue_drop(Segment *seg)
+{
+	seg->hdr->reuse_head = seg->hdr->reuse_tail = kNone;
+}
+
+static void queue_append(Segment *seg, uint64_t off)
+{
+	SegmentHeader *h = seg->hdr;
+	auto *b = reinterpret_cast<BlockHeader *>(seg->arena() + off);
+	BlockHeader *t = h->reuse_tail == kNone ? nullptr : queued_at(seg, h->reuse_tail);
+	if (h->reuse_tail != kNone && (!t || t->next != kNone))
+		queue_drop(seg), t = nullptr;
+	b->queued = kQueued;
+	b->next = kNone;
+	b->prev = t ? h->reuse_tail : kNone;
+	if (t)
+		t->next = off;
+	else
+		h->reuse_head = off;
+	h->reuse_tail = off;
+}
+
+// Puts the block at `by` in the place of the queued block at `off` in the
+// reuse queue (by == kNone: closes the gap); the block at `off` leaves it.
+static void queue_replace(Segment *seg, uint64_t off, uint64_t by)
+{
+	SegmentHeader *h = seg->hdr;
+	auto *b = reinterpret_cast<BlockHeader *>(seg->arena() + off);
+	b->queued = 0;
+	BlockHeader *p = b->prev == kNone ? nullptr : queued_at(seg, b->prev);
+	BlockHeader *n = b->next == kNone ? nullptr : queued_at(seg, b->next);
+	if ((b->prev == kNone ? h->reuse_head != off : !p || p->next != off) ||
+	    (b->next == kNone ? h->reuse_tail != off : !n || n->prev != off)) {
+		queue_drop(seg);
+		return;
+	}
+	uint64_t for_prev = b->next, for_next = b->prev; // the neighbours' new links
+	if (by != kNone) {
+		auto *r = reinterpret_cast<BlockHeader *>(seg->arena() + by);
+		r->queued = kQueued;
+		r->prev = b->prev;
+		r->next = b->next;
+		for_prev = for_next = by;
+	}
+	(p ? p->next : h->reuse_head) = for_prev;
+	(n ? n->prev : h->reuse_tail) = for_next;
+}
+
+// Whether a free block has rested long enough to be reused. A stamp from
+// the future (another time namespace, a damaged header) does not hold the
+// block back.
+static inline bool rested(const BlockHeader *b, uint64_t now)
+{
+	return now < b->freed_ms || now - b->freed_ms >= kReuseQuarantineMs;
+}
+
+// Merges the free blocks that follow the free block at `off` into it,
+// taking them out of the reuse queue; with `only_rested`, only queued
+// blocks that have rested at `now` (a resting block ends the merge: it is
+// never handed out inside a merged one; nor does space never used join a
+// queued block, or the reuse path would walk on through fresh pages). The hint always names a block header: one that
+// named a swallowed block moves to the merged one. The merged block counts
+// as freed when the latest of its parts was.
+static void merge_following(Segment *seg, uint64_t off, bool only_rested = false,
+			    uint64_t now = 0)
+{
+	uint8_t *a = seg->arena();
+	uint64_t size = seg->hdr->arena_size;
+	auto *b = reinterpret_cast<BlockHeader *>(a + off);
+	for (;;) {
+		uint64_t n = off + b->size;
+		if (n + sizeof(BlockHeader) > size)
+			return;
+		auto *nb = reinterpret_cast<BlockHeader *>(a + n);
+		if (!nb->free || !block_sound(nb, n, size) ||
+		    (only_rested && (nb->queued != kQueued || !rested(nb, now))))
+			return;
+		if (nb->queued == kQueued)
+			queue_replace(seg, n, kNone);
+		b->size += nb->size;
+		if (nb->freed_ms > b->freed_ms)
+			b->freed_ms = nb->freed_ms;
+		nb->magic = 0;
+		if (seg->hdr->arena_hint == n)
+			seg->hdr->arena_hint = off;
+	}
+}
+
+// Takes `need` bytes of the free block at `off` (which holds that many):
+// the rest, 128 bytes or more, stays a free block behind it, in the
+// block's place in the reuse queue if it was queued.
+static uint64_t take_block(Segment *seg, uint64_t off, uint64_t need, uint32_t owner)
+{
+	uint8_t *a = seg->arena();
+	auto *b = reinterpret_cast<BlockHeader *>(a + off);
+	uint64_t rest_off = kNone;
+	if (b->size - need >= 128) {
+		rest_off = off + need;
+		auto *rest = reinterpret_cast<BlockHeader *>(a + rest_off);
+		rest->size = b->size - need;
+		rest->free = 1;
+		rest->owner = UINT32_MAX;
+		rest->magic = kBlockMagic;
+		rest->freed_ms = b->freed_ms;
+		rest->queued = 0;
+		b->size = need;
+	}
+	if (b->queued == kQueued)
+		queue_replace(seg, off, rest_off);
+	b->queued = 0;
+	b->free = 0;
+	b->owner = owner;
+	// Offset of the payload, relative to the segment start.
+	return seg->hdr->arena_offset + off + sizeof(BlockHeader);
+}
+
+// The reuse path: blocks freed earlier are handed out again, oldest first,
+// before the next-fit search goes on into space never used. So a device
+// whose objects come and go (a CM server's QPs and CQs, connection after
+// connection) keeps using the same pages; with next fit alone every ring
+// landed on fresh pages of the arena (a shared-memory page fault, the
+// page's allocation and zeroing, per connection and side: about a fifth of
+// a connect/disconnect cycle) and the whole arena ended up resident. One
+// search looks at kReuseSteps queued blocks at most.
+//
+// A freed block rests kReuseQuarantineMs before it is reused: a peer that
+// looked the object up just before it was destroyed (a completion pushed
+// into a CQ ring, a receive WQE taken from a queue) is long done with the
+// memory before another object gets it.
+static uint64_t reuse_alloc(Segment *seg, uint64_t need, uint32_t owner)
+{
+	uint64_t off = seg->hdr->reuse_head;
+	if (off == kNone)
+		return 0;
+	uint64_t now = coarse_ms();
+	for (unsigned step = 0; step < kReuseSteps && off != kNone; step++) {
+		BlockHeader *b = queued_at(seg, off);
+		if (!b) {
+			queue_drop(seg);
+			return 0;
+		}
+		if (rested(b, now)) {
+			// Freed neighbours that rested too join it: the pieces a
+			// split leaves grow back into blocks that fit.
+			merge_following(seg, off, true, now);
+			if (b->size >= need)
+				return take_block(seg, off, need, owner);
+		}
+		off = b->next;
+	}
+	return 0;
+}
+
 // Next fit: the search starts at the block after the last allocation
 // (SegmentHeader::arena_hint) and wraps around once, so a device with
 // thousands of QPs and CQs does not walk every block in front of the free
 // space on each allocation (first fit did: a fifth of a busy CM server's
 // time). Free blocks are merged with the free blocks that follow them as
-// the search passes; a merge that swallows the hint's block moves the hint
-// to the merged block, so the hint always names a block header. A hint
-// that does not (a damaged segment) restarts the search at 0.
+// the search passes. A hint that does not name a block header (a damaged
+// segment) restarts the search at 0. The reuse path (reuse_alloc) goes
+// first.
 uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 {
 	uint64_t need = (bytes + sizeof(BlockHeader) + 63) & ~uint64_t(63);
 	uint64_t size = seg->hdr->arena_size;
 	uint8_t *a = seg->arena();
 	uint64_t &hint = seg->hdr->arena_hint;
-	if (hint % 64 || hint >= size || size - hint < sizeof(BlockHeader) ||
-	    !block_sound(reinterpret_cast<BlockHeader *>(a + hint), hint, size))
+	if (need < bytes) // overflow
+		return 0;
+	if (!offset_sound(a, hint, size))
 		hint = 0;
+	if (uint64_t got = reuse_alloc(seg, need, owner))
+		return got;
 	uint64_t start = hint;
 	bool wrapped = start == 0;
 	for (uint64_t off = start;;) {
@@ -178,37 +379,24 @@ uint64_t arena_alloc(Segment *seg, uint64_t bytes, uint32_t owner)
 			return 0;
 		}
 		if (b->free) {
-			// Merge following free blocks first.
-			for (;;) {
-				uint64_t n = off + b->size;
-				if (n + sizeof(BlockHeader) > size)
-					break;
-				auto *nb = reinterpret_cast<BlockHeader *>(a + n);
-				if (!nb->free || !block_sound(nb, n, size))
-					break;
-				b->size += nb->size;
-				nb->magic = 0;
-				if (hint == n)
-					hint = off;
-			}
+			merge_following(seg, off);
 			if (b->size >= need) {
-				if (b->size - need >= 128) {
-					auto *rest = reinterpret_cast<BlockHeader *>(a + off + need);
-					rest->size = b->size - need;
-					rest->free = 1;
-					rest->owner = UINT32_MAX;
-					rest->magic = kBlockMagic;
-					b->size = need;
-				}
-				b->free = 0;
-				b->owner = owner;
+				uint64_t got = take_block(seg, off, need, owner);
 				hint = off + b->size < size ? off + b->size : 0;
-				// Offset of the payload, relative to the segment start.
-				return seg->hdr->arena_offset + off + sizeof(BlockHeader);
+				return got;
 			}
 		}
 		off += b->size;
 	}
+}
+
+// A block freed: stamped, and queued for reuse.
+static void block_freed(Segment *seg, BlockHeader *b)
+{
+	b->free = 1;
+	b->owner = UINT32_MAX;
+	b->freed_ms = coarse_ms();
+	queue_append(seg, uint64_t(reinterpret_cast<uint8_t *>(b) - seg->arena()));
 }
 
 void arena_free(Segment *seg, uint64_t off)
@@ -218,8 +406,7 @@ void arena_free(Segment *seg, uint64_t off)
 	auto *b = reinterpret_cast<BlockHeader *>(seg->base + off - sizeof(BlockHeader));
 	if (b->magic != kBlockMagic || b->free)
 		return;
-	b->free = 1;
-	b->owner = UINT32_MAX;
+	block_freed(seg, b);
 }
 
 static void arena_free_owner(Segment *seg, uint32_t owner)
@@ -230,10 +417,8 @@ static void arena_free_owner(Segment *seg, uint32_t owner)
 		auto *b = reinterpret_cast<BlockHeader *>(a + off);
 		if (!block_sound(b, off, size))
 			return;
-		if (!b->free && b->owner == owner) {
-			b->free = 1;
-			b->owner = UINT32_MAX;
-		}
+		if (!b->free && b->owner == owner)
+			block_freed(seg, b);
 		off += b->size;
 	}
 }

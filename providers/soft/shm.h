@@ -26,7 +26,7 @@
 namespace ovsoft {
 
 inline constexpr uint64_t kMagic = 0x4f56534f46543031ull; // "OVSOFT01"
-inline constexpr uint32_t kLayoutVersion = 16;
+inline constexpr uint32_t kLayoutVersion = 17;
 
 // Table capacities (also the limits reported by ibv_query_device).
 inline constexpr uint32_t kMaxProcs = 512;
@@ -377,6 +377,10 @@ struct SegmentHeader {
 	// offset of a block header in the arena, kept one by every change of
 	// the block chain (arena_alloc), under the device lock.
 	uint64_t arena_hint;
+	// The arena's reuse queue (shm.cpp, reuse_alloc): the freed blocks,
+	// oldest first, as arena offsets of their headers; UINT64_MAX when empty.
+	uint64_t reuse_head;
+	uint64_t reuse_tail;
 	TableExtents extents;
 	ProcEntry procs[kMaxProcs];
 	QpEntry qps[kMaxQps];

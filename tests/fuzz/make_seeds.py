@@ -83,14 +83,15 @@ write('mad', 'header_only', user_mad(0, 0, 0, 0, b''))
 
 # ---- segment: a flags byte, then patches (u32 LE offset, length - 1, bytes)
 # applied to a sound segment (segment_fuzz.cpp). Offsets of layout version
-# 16 (providers/soft/shm.h): header 5042176 bytes, the arena's next-fit hint
-# at 144, the QP and key tables' extents (TableExtent.used) at 152 and 176,
-# qps at 12496 (128 bytes each: slot 0, srq 40, rq_ring 72; a RingLoc has
-# kind at 0, off at 8), mrs at 1036496 (kind 0, key 4). The checks read entries below an extent only, so
+# 17 (providers/soft/shm.h): header 5042176 bytes, the arena's next-fit hint
+# at 144 and its reuse queue's head and tail at 152 and 160, the QP and key
+# tables' extents (TableExtent.used) at 168 and 192, qps at 12512 (128 bytes
+# each: slot 0, srq 40, rq_ring 72; a RingLoc has kind at 0, off at 8), mrs
+# at 1036512 (kind 0, key 4). The checks read entries below an extent only, so
 # the seeds that make entries live raise the extent too. Another layout
 # moves them: the seeds still damage something, only other fields.
-HDR, QPS, MRS = 5042176, 12496, 1036496
-EXT_QPS, EXT_MRS, ARENA_HINT = 152, 176, 144
+HDR, QPS, MRS = 5042176, 12512, 1036512
+EXT_QPS, EXT_MRS, ARENA_HINT, REUSE_HEAD, REUSE_TAIL = 168, 192, 144, 152, 160
 
 
 def patch(off, data):
@@ -127,3 +128,23 @@ write('segment', 'arena_hint_second_block',
       patch(HDR + 4096, struct.pack('<QIIQ', (256 << 20) - 4096, 1, 0xffffffff,
                                     0x424c4f434b4f5621)) +
       patch(ARENA_HINT, struct.pack('<Q', 4096)))
+# The reuse queue (arena_alloc's reuse path; a block header is size, free,
+# owner, magic, freed_ms, prev, next, queued): a head inside the first block
+# (not a block header), past the arena's end, and a chain of two blocks, the
+# first in use, the second free and queued with a stamp from the future and
+# links to itself (a queue that is not one).
+QUEUED, NONE = 0x51554555, (1 << 64) - 1
+write('segment', 'reuse_head_inside_block', b'\0' + patch(REUSE_HEAD, struct.pack('<Q', 4096)))
+write('segment', 'reuse_head_past_end',
+      b'\0' + patch(REUSE_HEAD, struct.pack('<QQ', 1 << 40, 1 << 40)))
+write('segment', 'reuse_queue_loop',
+      b'\0' + patch(HDR, struct.pack('<QIIQ', 4096, 0, 0, 0x424c4f434b4f5621)) +
+      patch(HDR + 4096, struct.pack('<QIIQQQQI', (256 << 20) - 4096, 1, 0xffffffff,
+                                    0x424c4f434b4f5621, 1 << 63, 4096, 4096, QUEUED)) +
+      patch(REUSE_HEAD, struct.pack('<QQ', 4096, 4096)))
+write('segment', 'reuse_queue_one',
+      b'\0' + patch(HDR, struct.pack('<QIIQ', 4096, 1, 0xffffffff, 0x424c4f434b4f5621)) +
+      patch(HDR + 32, struct.pack('<QQI', NONE, NONE, QUEUED)) +
+      patch(HDR + 4096, struct.pack('<QIIQ', (256 << 20) - 4096, 1, 0xffffffff,
+                                    0x424c4f434b4f5621)) +
+      patch(REUSE_HEAD, struct.pack('<QQ', 0, 0)))

@@ -168,10 +168,11 @@ uint8_t use_segment(const Segment &seg)
 }
 
 // Allocates from the accepted arena and frees as the provider does
-// (arena_alloc, arena_free), whatever the chain and the next-fit hint
-// (SegmentHeader::arena_hint, which the patches reach): every call must
-// return, and every offset it gives must lie inside the arena. Sizes stay
-// small, so what the calls write (block headers) stays inside the first
+// (arena_alloc, arena_free), whatever the chain, the next-fit hint and the
+// reuse queue (SegmentHeader::arena_hint, reuse_head, reuse_tail and the
+// blocks' links, which the patches reach): every call must return, and
+// every offset it gives must lie inside the arena. Sizes stay small, so
+// what the calls write (block headers) stays inside the first
 // kArenaWindow + kAllocSlack bytes, saved and put back by the caller.
 constexpr uint64_t kAllocSlack = 8192;
 uint8_t use_arena(Segment &seg, const uint8_t *data, size_t size)
@@ -250,10 +251,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		volatile uint8_t sink = use_segment(seg);
 		uint8_t *arena = f.base + h->arena_offset;
 		std::vector<uint8_t> saved(arena, arena + kArenaWindow + kAllocSlack);
-		uint64_t hint = h->arena_hint;
+		uint64_t hint = h->arena_hint, head = h->reuse_head, tail = h->reuse_tail;
 		sink = sink ^ use_arena(seg, data, size);
 		memcpy(arena, saved.data(), saved.size());
 		h->arena_hint = hint;
+		h->reuse_head = head;
+		h->reuse_tail = tail;
 		(void)sink;
 	}
 

@@ -825,6 +825,78 @@ TEST(SoftHardening, DamagedTablesAndArenaAreRefused)
 	EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
 }
 
+// The arena's reuse path (shm.cpp, reuse_alloc). A destroyed CQ's ring
+// rests 10 ms (a peer that looked the CQ up just before may still push
+// into it): a CQ made at once gets other memory. After that the next CQ
+// gets the freed memory, and CQs made and destroyed over and over keep
+// using the same pages: the segment's resident pages stay flat (next fit
+// alone put every ring on fresh pages, 9 more per CQ of 256 entries here).
+TEST(SoftHardening, ArenaReusesFreedRingsAfterTheirQuarantine)
+{
+	std::string path = "/dev/shm/openverbs-" + std::to_string(geteuid()) + "/soft7";
+	Ctx ctx(open_soft(7));
+	ASSERT_TRUE(ctx) << strerror(errno);
+	int fd = open(path.c_str(), O_RDONLY);
+	ASSERT_GE(fd, 0) << strerror(errno);
+	auto ring_off = [&](ibv_cq *cq) {
+		uint64_t off = 0;
+		off_t at = off_t(offsetof(ovsoft::SegmentHeader, cqs) +
+				 cq->handle * sizeof(ovsoft::CqEntry) + offsetof(ovsoft::CqEntry, ring) +
+				 offsetof(ovsoft::RingLoc, off));
+		EXPECT_EQ(pread(fd, &off, sizeof(off), at), ssize_t(sizeof(off)));
+		return off;
+	};
+	auto resident = [&]() {
+		struct stat st;
+		EXPECT_EQ(fstat(fd, &st), 0);
+		void *m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+		EXPECT_NE(m, MAP_FAILED);
+		std::vector<unsigned char> in_core((size_t(st.st_size) + 4095) / 4096);
+		EXPECT_EQ(mincore(m, size_t(st.st_size), in_core.data()), 0) << strerror(errno);
+		munmap(m, size_t(st.st_size));
+		size_t n = 0;
+		for (unsigned char v : in_core)
+			n += v & 1;
+		return n;
+	};
+	// A pair that took 5 ms or more (a loaded machine) says nothing about
+	// the quarantine: it is tried again. The oldest ring freed is the first.
+	uint64_t first = 0;
+	for (int tries = 0; tries < 5; tries++) {
+		ibv_cq *a = ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0);
+		ASSERT_NE(a, nullptr) << strerror(errno);
+		uint64_t off = ring_off(a);
+		ASSERT_NE(off, 0u);
+		if (!first)
+			first = off;
+		auto t0 = std::chrono::steady_clock::now();
+		ASSERT_EQ(ibv_destroy_cq(a), 0);
+		ibv_cq *b = ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0);
+		ASSERT_NE(b, nullptr) << strerror(errno);
+		bool quick = std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(5);
+		if (quick) {
+			EXPECT_NE(ring_off(b), off) << "a ring freed a moment ago was handed out again";
+		}
+		ASSERT_EQ(ibv_destroy_cq(b), 0);
+		if (quick)
+			break;
+	}
+	usleep(30 * 1000);
+	ibv_cq *c = ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0);
+	ASSERT_NE(c, nullptr) << strerror(errno);
+	EXPECT_EQ(ring_off(c), first) << "the rested ring was not reused";
+	ASSERT_EQ(ibv_destroy_cq(c), 0);
+	size_t before = resident();
+	for (int i = 0; i < 40; i++) {
+		usleep(12 * 1000);
+		ibv_cq *d = ibv_create_cq(ctx.get(), 256, nullptr, nullptr, 0);
+		ASSERT_NE(d, nullptr) << strerror(errno);
+		ASSERT_EQ(ibv_destroy_cq(d), 0);
+	}
+	EXPECT_LE(resident(), before + 2) << "CQ churn went on to fresh pages";
+	close(fd);
+}
+
 // A process that attaches to a device in use maps only the parts of the
 // tables below their extents (shm.h, TableExtent): a device that holds a
 // few objects costs it a few pages, not the tables' 5 MB (about 1,230
