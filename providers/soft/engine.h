@@ -307,20 +307,39 @@ static inline void complete_recv(Segment *seg, const QpEntry &d, uint32_t dqpn, 
 // Delivers qp->fin (a rendezvous' FIN, deliver_tm) into qp's own receive
 // queue: after the send completion of the request that asked for it.
 void send_fin(SoftQp *qp);
+// Whose keys a request may use at the responder, and with which rights: the
+// responder QP's process and PD (pd_id 0: a QP without one, any PD), and its
+// access flags. An XRC receive QP has no PD: the XRC SRQ its request names
+// stands for it, with its PD and its process, which may be another than the
+// QP's (the PD of the XRC SRQ is the one RDMA and atomic requests are
+// checked against: IBA 1.2.1 Annex A14; the RoCE device's pd_ok alike).
+struct KeyHolder {
+	int32_t owner_pid;
+	uint32_t pd_id;
+	uint32_t access;
+};
+static inline KeyHolder key_holder(const QpEntry &d, const SrqEntry *xsrq)
+{
+	if (xsrq) // an SRQ of no PD (none is made) would let no key serve
+		return KeyHolder{xsrq->owner_pid, xsrq->pd_id ? xsrq->pd_id : UINT32_MAX, d.access};
+	return KeyHolder{d.owner_pid, d.pd_id, d.access};
+}
+
 // check_rkey for every kind of key (memory windows too), on a snapshot of
 // the key's entry (keys.h).
-bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr,
-		     uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct);
+bool check_rkey_full(Segment *seg, const KeyHolder &h, uint32_t dqpn, uint32_t rkey,
+		     uint64_t addr, uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct);
 
-// Checks an rkey on the responder QP d for [addr, addr+len) and `need`
+// Checks an rkey for holder h (key_holder: responder QP dqpn's process, PD
+// and rights) for [addr, addr+len) and `need`
 // (IBV_ACCESS_REMOTE_*); returns the responder's virtual address, and in
 // *direct our mapping of it (nullptr: none). A memory region's key is
 // checked on the few fields it needs, read in place under the entry's
 // sequence lock (keys.h: the same protocol as key_snapshot, fewer loads);
 // windows, and entries being written, take check_rkey_full.
 static inline __attribute__((always_inline)) bool
-check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr, uint64_t len,
-	   uint32_t need, uint64_t *va, uint8_t **direct, SoftQp::PeerCache *pc)
+check_rkey(Segment *seg, const KeyHolder &h, uint32_t dqpn, uint32_t rkey, uint64_t addr,
+	   uint64_t len, uint32_t need, uint64_t *va, uint8_t **direct, SoftQp::PeerCache *pc)
 {
 	MrEntry *ep = key_entry(seg, rkey);
 	if (!ep)
@@ -328,12 +347,12 @@ check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr
 	MrEntry &e = *ep;
 	uint64_t seq = e.seq.load(std::memory_order_acquire);
 	if ((seq & 1) || e.kind.load(std::memory_order_relaxed) != KEY_MR)
-		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
+		return check_rkey_full(seg, h, dqpn, rkey, addr, len, need, va, direct);
 	uint32_t key = kld(e.key);
 	int32_t pid = kld(e.owner_pid);
 	uint32_t pd_id = kld(e.pd_id), access = kld(e.access);
 	if (access & IBV_ACCESS_ON_DEMAND)
-		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
+		return check_rkey_full(seg, h, dqpn, rkey, addr, len, need, va, direct);
 	uint64_t base = kld(e.addr), iova = kld(e.iova), length = kld(e.length);
 	bool mine = pid == my_pid();
 	int32_t memfd = -1;
@@ -348,14 +367,14 @@ check_rkey(Segment *seg, QpEntry &d, uint32_t dqpn, uint32_t rkey, uint64_t addr
 	}
 	std::atomic_thread_fence(std::memory_order_acquire);
 	if (e.seq.load(std::memory_order_relaxed) != seq)
-		return check_rkey_full(seg, d, dqpn, rkey, addr, len, need, va, direct);
+		return check_rkey_full(seg, h, dqpn, rkey, addr, len, need, va, direct);
 	if (key != rkey)
 		return false;
-	if (pid != d.owner_pid)
+	if (pid != h.owner_pid)
 		return false;
-	if (d.pd_id && pd_id != d.pd_id)
+	if (h.pd_id && pd_id != h.pd_id)
 		return false;
-	if (!(access & need) || !(d.access & need))
+	if (!(access & need) || !(h.access & need))
 		return false;
 	if (addr < iova)
 		return false;
@@ -379,7 +398,8 @@ uint32_t flush_rights(uint8_t type);
 // it (IBV_FLUSH_MR flushes the whole region: address and length are not
 // looked at). The IBA 1.5 FLUSH responder checks, as rxe makes them
 // (rxe_resp.c, check_rkey).
-bool check_flush_key(Segment *seg, QpEntry &d, uint32_t dqpn, const SoftWr &w, uint32_t need);
+bool check_flush_key(Segment *seg, const KeyHolder &h, uint32_t dqpn, const SoftWr &w,
+		     uint32_t need);
 #endif
 
 // The device an address vector names: its index, or -1 for the requester's

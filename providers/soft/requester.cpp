@@ -301,6 +301,8 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		    xsrq->xrcd != d.xrcd)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
 	}
+	// Whose keys, and whose memory: the XRC SRQ's for an XRC request.
+	const KeyHolder kh = key_holder(d, xsrq);
 
 	Msg m = {};
 	m.src_qp = qp->qpn;
@@ -331,7 +333,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			// report it (an unbound one is an invalid request, as rxe
 			// has it).
 			if (!key_read(rseg, w.imm, inv) || inv.kind != KEY_MW ||
-			    inv.owner_pid != d.owner_pid || inv.mw_type != IBV_MW_TYPE_2 || !inv.parent)
+			    inv.owner_pid != kh.owner_pid || inv.mw_type != IBV_MW_TYPE_2 || !inv.parent)
 				return fail(IBV_WC_REM_OP_ERR);
 			m.wc_flags = IBV_WC_WITH_INV;
 			m.imm = w.imm; // invalidated rkey, reported in imm_data
@@ -370,7 +372,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(st);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (src.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, src.len,
+		if (src.len && !check_rkey(rseg, kh, dqpn, w.rkey, w.remote_addr, src.len,
 					   IBV_ACCESS_REMOTE_WRITE, &va, &direct, &qp->peer))
 			return rc ? fail(IBV_WC_REM_ACCESS_ERR)
 				  : (complete_send(qp, w, IBV_WC_SUCCESS, 0), EX_DONE);
@@ -392,7 +394,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			}
 		}
 		if (src.len) {
-			int e = move_remote(d.owner_pid, src.v, src.n, va, direct, src.len, true);
+			int e = move_remote(kh.owner_pid, src.v, src.n, va, direct, src.len, true);
 			if (e == ESRCH)
 				return gone();
 			if (e)
@@ -424,11 +426,11 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(st);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (dst.len && !check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, dst.len,
+		if (dst.len && !check_rkey(rseg, kh, dqpn, w.rkey, w.remote_addr, dst.len,
 					   IBV_ACCESS_REMOTE_READ, &va, &direct, &qp->peer))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		if (dst.len) {
-			int e = move_remote(d.owner_pid, dst.v, dst.n, va, direct, dst.len, false);
+			int e = move_remote(kh.owner_pid, dst.v, dst.n, va, direct, dst.len, false);
 			if (e == ESRCH)
 				return gone();
 			if (e)
@@ -451,7 +453,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (!check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
+		if (!check_rkey(rseg, kh, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 				&direct, &qp->peer))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		uint64_t old = 0, val;
@@ -469,7 +471,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 				old = __atomic_fetch_add(p, w.compare_add, __ATOMIC_SEQ_CST);
 			}
 		} else {
-			e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, false);
+			e = move_bytes(kh.owner_pid, &lv, 1, &rv, 1, false);
 			if (!e) {
 				if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
 					val = old == w.compare_add ? w.swap : old;
@@ -477,7 +479,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 					val = old + w.compare_add;
 				struct iovec nv = {&val, 8};
 				if (val != old || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-					e = move_bytes(d.owner_pid, &nv, 1, &rv, 1, true);
+					e = move_bytes(kh.owner_pid, &nv, 1, &rv, 1, true);
 			}
 		}
 		shm_unlock(&rseg->hdr->atomic_lock);
@@ -501,7 +503,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
 		uint64_t va = 0;
 		uint8_t *direct = nullptr;
-		if (!check_rkey(rseg, d, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_WRITE, &va,
+		if (!check_rkey(rseg, kh, dqpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_WRITE, &va,
 				&direct, &qp->peer))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		int e = 0;
@@ -512,7 +514,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 			// device's other atomics.
 			struct iovec lv = {&w.swap, 8}, rv = {reinterpret_cast<void *>(va), 8};
 			shm_lock(&rseg->hdr->atomic_lock);
-			e = move_bytes(d.owner_pid, &lv, 1, &rv, 1, true);
+			e = move_bytes(kh.owner_pid, &lv, 1, &rv, 1, true);
 			shm_unlock(&rseg->hdr->atomic_lock);
 		}
 		if (e == ESRCH)
@@ -532,7 +534,7 @@ static ExecResult exec_wr(SoftQp *qp, SoftWr &w)
 		// (IBA 1.5 FLUSH; rxe: check_qp_attr_access, check_rkey).
 		if ((d.access & need) != need)
 			return fail(IBV_WC_REM_INV_REQ_ERR);
-		if (!check_flush_key(rseg, d, dqpn, w, need))
+		if (!check_flush_key(rseg, kh, dqpn, w, need))
 			return fail(IBV_WC_REM_ACCESS_ERR);
 		// The bytes of every earlier request of this QP are already in the
 		// responder's memory (requests run in order, each to its end,

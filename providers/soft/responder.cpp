@@ -357,7 +357,7 @@ static DeliverResult deliver_tm(Segment *seg, QpEntry &d, uint32_t dqpn, SrqEntr
 		uint64_t va = be_load64(h + 16), sva = 0;
 		uint32_t rkey = be_load32(h + 24);
 		uint8_t *direct = nullptr;
-		if (!len || check_rkey_full(sseg, *sq, m.req->qpn, rkey, va, len,
+		if (!len || check_rkey_full(sseg, key_holder(*sq, nullptr), m.req->qpn, rkey, va, len,
 					    IBV_ACCESS_REMOTE_READ, &sva, &direct)) {
 			struct iovec sv = {direct ? direct : reinterpret_cast<uint8_t *>(sva),
 					   size_t(len)};
@@ -455,18 +455,18 @@ bool window_usable(Segment *seg, const KeySnap &m, uint32_t dqpn)
 
 // check_rkey for every kind of key (memory windows too), on a snapshot of
 // the key's entry (keys.h).
-__attribute__((noinline)) bool check_rkey_full(Segment *seg, QpEntry &d, uint32_t dqpn,
+__attribute__((noinline)) bool check_rkey_full(Segment *seg, const KeyHolder &h, uint32_t dqpn,
 						     uint32_t rkey, uint64_t addr, uint64_t len,
 						     uint32_t need, uint64_t *va, uint8_t **direct)
 {
 	KeySnap m;
 	if (!key_read(seg, rkey, m))
 		return false;
-	if (m.owner_pid != d.owner_pid)
+	if (m.owner_pid != h.owner_pid)
 		return false;
-	if (d.pd_id && m.pd_id != d.pd_id)
+	if (h.pd_id && m.pd_id != h.pd_id)
 		return false;
-	if (!(m.access & need) || !(d.access & need))
+	if (!(m.access & need) || !(h.access & need))
 		return false;
 	if (m.kind == KEY_MW && !window_usable(seg, m, dqpn))
 		return false;
@@ -501,13 +501,13 @@ uint32_t flush_rights(uint8_t type)
 // it (IBV_FLUSH_MR flushes the whole region: address and length are not
 // looked at). The IBA 1.5 FLUSH responder checks, as rxe makes them
 // (rxe_resp.c, check_rkey).
-bool check_flush_key(Segment *seg, QpEntry &d, uint32_t dqpn, const SoftWr &w,
+bool check_flush_key(Segment *seg, const KeyHolder &h, uint32_t dqpn, const SoftWr &w,
 		     uint32_t need)
 {
 	KeySnap m;
-	if (!key_read(seg, w.rkey, m) || m.owner_pid != d.owner_pid)
+	if (!key_read(seg, w.rkey, m) || m.owner_pid != h.owner_pid)
 		return false;
-	if (d.pd_id && m.pd_id != d.pd_id)
+	if (h.pd_id && m.pd_id != h.pd_id)
 		return false;
 	if ((m.access & need) != need)
 		return false;

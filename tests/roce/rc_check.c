@@ -90,12 +90,21 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
+/* The server by IPv4 address or by name (tests/soft/run_pair.sh passes
+ * "localhost"). */
 static int tcp_connect(const char *host, int port)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	if (s < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		die("bad server address");
+	if (s >= 0 && inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+		if (getaddrinfo(host, NULL, &hints, &ai))
+			die("bad server address");
+		a.sin_addr = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+		freeaddrinfo(ai);
+	}
+	if (s < 0)
+		die("socket");
 	for (int i = 0; i < 100; i++) {
 		if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
 			return s;

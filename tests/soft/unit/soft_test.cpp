@@ -1593,7 +1593,7 @@ TEST_F(Loop, XrcDomainSemanticsAndXrcSend)
 	ia.cap.max_send_sge = 1;
 	ibv_qp *ini = ibv_create_qp_ex(ctx, &ia);
 	ASSERT_NE(ini, nullptr);
-	ASSERT_EQ(to_init(tgt, 0), 0);
+	ASSERT_EQ(to_init(tgt, IBV_ACCESS_REMOTE_WRITE), 0);
 	ASSERT_EQ(to_init(ini, 0), 0);
 	ibv_qp_attr at = {};
 	at.qp_state = IBV_QPS_RTR;
@@ -1654,6 +1654,32 @@ TEST_F(Loop, XrcDomainSemanticsAndXrcSend)
 	EXPECT_EQ(wc.wr_id, 42u);
 	EXPECT_EQ(wc.qp_num, tgt->qp_num);
 	EXPECT_STREQ(bufb.data(), "xrc");
+	// RDMA through the XRC receive QP is checked against the XRC SRQ's PD
+	// (the QP has none): a key of that PD serves, one of another PD of the
+	// same process does not.
+	memcpy(bufa.data(), "xrc write", 10);
+	s.length = 10;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = uintptr_t(bufb.data()) + 128;
+	wr.wr.rdma.rkey = mrb->rkey;
+	ASSERT_EQ(ibv_post_send(ini, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+	EXPECT_STREQ(bufb.data() + 128, "xrc write");
+	ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	ASSERT_NE(pd2, nullptr);
+	static char other[64];
+	ibv_mr *mr2 = ibv_reg_mr(pd2, other, sizeof(other),
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NE(mr2, nullptr);
+	wr.wr.rdma.remote_addr = uintptr_t(other);
+	wr.wr.rdma.rkey = mr2->rkey;
+	ASSERT_EQ(ibv_post_send(ini, &wr, &bad), 0);
+	ASSERT_TRUE(poll_one(cqa, &wc));
+	EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+	EXPECT_EQ(other[0], 0) << "written through a key of another PD than the SRQ's";
+	EXPECT_EQ(ibv_dereg_mr(mr2), 0);
+	EXPECT_EQ(ibv_dealloc_pd(pd2), 0);
 	EXPECT_EQ(ibv_destroy_qp(opened), 0);
 	EXPECT_EQ(ibv_destroy_qp(ini), 0);
 	EXPECT_EQ(ibv_destroy_qp(tgt), 0);
