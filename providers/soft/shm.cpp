@@ -247,9 +247,10 @@ static inline bool rested(const BlockHeader *b, uint64_t now)
 // taking them out of the reuse queue; with `only_rested`, only queued
 // blocks that have rested at `now` (a resting block ends the merge: it is
 // never handed out inside a merged one; nor does space never used join a
-// queued block, or the reuse path would walk on through fresh pages). The hint always names a block header: one that
-// named a swallowed block moves to the merged one. The merged block counts
-// as freed when the latest of its parts was.
+// queued block, or the reuse path would walk on through fresh pages). The
+// hint always names a block header: one that named a swallowed block moves
+// to the merged one. The merged block counts as freed when the latest of
+// its parts was.
 static void merge_following(Segment *seg, uint64_t off, bool only_rested = false,
 			    uint64_t now = 0)
 {
